@@ -1,0 +1,168 @@
+package decoder
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/walrelay/walrelay/schema"
+)
+
+// Config says which table is the outbox and how its columns are named.
+type Config struct {
+	// Table is the outbox table. Relation messages for other tables are
+	// remembered, but their rows are skipped. Defaults to
+	// public.outbox_messages when zero; an empty Schema defaults to public.
+	Table schema.Table
+	// Columns maps the contract to the table's columns. Defaults to
+	// schema.DefaultColumns() when zero.
+	Columns schema.Columns
+}
+
+// Kind says what an Event carries.
+type Kind uint8
+
+const (
+	// KindSkip: nothing for the caller (Relation, Type, Origin, Update,
+	// Delete, Truncate, logical Message, rows of other tables, ...).
+	KindSkip Kind = iota
+	// KindBegin: a transaction starts; XID, FinalLSN and CommitTime are set.
+	KindBegin
+	// KindMessage: one outbox row of the open transaction; Message is set.
+	KindMessage
+	// KindCommit: the open transaction ends; CommitLSN, EndLSN and
+	// CommitTime are set.
+	KindCommit
+)
+
+var kindNames = [...]string{"skip", "begin", "message", "commit"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// Event is the outcome of decoding one pgoutput message.
+type Event struct {
+	Kind Kind
+	// XID is the transaction id: set on Begin, Message and Commit.
+	XID uint32
+	// FinalLSN is the transaction's commit LSN, announced by its Begin.
+	// Set on Begin and Message.
+	FinalLSN pglogrepl.LSN
+	// CommitLSN is the LSN of the commit record. Commit only.
+	CommitLSN pglogrepl.LSN
+	// EndLSN is the Commit's TransactionEndLSN: the position walrelay
+	// confirms once every message of the transaction is acknowledged.
+	EndLSN pglogrepl.LSN
+	// CommitTime is the commit timestamp (UTC). Set on Begin, Message and
+	// Commit.
+	CommitTime time.Time
+	// Message is the decoded outbox row. KindMessage only.
+	Message *schema.Message
+}
+
+// Decoder decodes the pgoutput messages of one replication session. It
+// holds the relation cache and the open transaction. Not safe for
+// concurrent use.
+type Decoder struct {
+	table     schema.Table
+	names     [schema.NumFields]string
+	relations map[uint32]*relation
+	tx        txState
+	scratch   []value // reused across rows: one entry per tuple column
+}
+
+// txState is the open transaction, from its Begin.
+type txState struct {
+	open       bool
+	xid        uint32
+	finalLSN   pglogrepl.LSN
+	commitTime time.Time
+}
+
+// New validates cfg, fills its defaults and returns a Decoder with an
+// empty relation cache and no open transaction.
+func New(cfg Config) (*Decoder, error) {
+	if cfg.Table == (schema.Table{}) {
+		cfg.Table = schema.DefaultConfig().Table
+	}
+	if cfg.Table.Schema == "" {
+		cfg.Table.Schema = "public"
+	}
+	if cfg.Columns == (schema.Columns{}) {
+		cfg.Columns = schema.DefaultColumns()
+	}
+	if err := schema.ValidateIdentifier("table schema", cfg.Table.Schema); err != nil {
+		return nil, fmt.Errorf("decoder config: %w", err)
+	}
+	if err := schema.ValidateIdentifier("table", cfg.Table.Name); err != nil {
+		return nil, fmt.Errorf("decoder config: %w", err)
+	}
+	if err := cfg.Columns.Validate(); err != nil {
+		return nil, fmt.Errorf("decoder config: %w", err)
+	}
+	return &Decoder{
+		table:     cfg.Table,
+		names:     cfg.Columns.Names(),
+		relations: map[uint32]*relation{},
+	}, nil
+}
+
+// Decode reads one pgoutput message (the WALData of one XLogData frame).
+// The decoder may keep references into data: the caller must not reuse it.
+//
+// A *BadRowError leaves the decoder consistent: the row is lost to the
+// decoder but the transaction stays open, and decoding may go on. Any other
+// error is a protocol error after which the session should be restarted.
+func (d *Decoder) Decode(data []byte) (Event, error) {
+	if len(data) == 0 {
+		return Event{}, errors.New("decode pgoutput: empty message")
+	}
+	r := &reader{buf: data, pos: 1}
+	switch data[0] {
+	case 'B':
+		return d.begin(r)
+	case 'C':
+		return d.commit(r)
+	case 'R':
+		return Event{}, d.relation(r)
+	case 'I':
+		return d.insert(r)
+	default:
+		return Event{}, nil
+	}
+}
+
+// begin: Int64 final LSN, Int64 commit time, Int32 xid.
+func (d *Decoder) begin(r *reader) (Event, error) {
+	tx := txState{open: true, finalLSN: r.lsn(), commitTime: r.time(), xid: r.u32()}
+	if err := r.finish(); err != nil {
+		return Event{}, fmt.Errorf("decode begin: %w", err)
+	}
+	if d.tx.open {
+		return Event{}, fmt.Errorf("decode begin of xid %d: transaction %d (final lsn %s) has not committed",
+			tx.xid, d.tx.xid, d.tx.finalLSN)
+	}
+	d.tx = tx
+	return Event{Kind: KindBegin, XID: tx.xid, FinalLSN: tx.finalLSN, CommitTime: tx.commitTime}, nil
+}
+
+// commit: Int8 flags (unused), Int64 commit LSN, Int64 end LSN, Int64
+// commit time.
+func (d *Decoder) commit(r *reader) (Event, error) {
+	r.u8()
+	ev := Event{Kind: KindCommit, CommitLSN: r.lsn(), EndLSN: r.lsn(), CommitTime: r.time()}
+	if err := r.finish(); err != nil {
+		return Event{}, fmt.Errorf("decode commit: %w", err)
+	}
+	if !d.tx.open {
+		return Event{}, fmt.Errorf("decode commit at %s: no transaction is open", ev.CommitLSN)
+	}
+	ev.XID = d.tx.xid
+	d.tx = txState{}
+	return ev, nil
+}

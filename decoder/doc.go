@@ -1,0 +1,36 @@
+// Package decoder turns pgoutput logical replication messages into
+// transaction boundaries and outbox messages.
+//
+// The input is the WALData of one XLogData frame, as produced by the pgoutput
+// plugin with proto_version '1', text format, no streaming and no binary
+// mode. Decode reads one such frame and returns an Event: a Begin, a Message
+// (one committed outbox row), a Commit, or Skip for everything the relay does
+// not act on (Relation, Type, Origin, Update, Delete, Truncate, logical
+// messages, rows of other tables).
+//
+// The decoder is pure: it does no I/O, never logs, never reads the clock and
+// starts no goroutines. It is not safe for concurrent use; the one goroutine
+// that owns the replication connection drives it. Use one Decoder per
+// replication session, because pgoutput announces every relation (a Relation
+// message) once per session before its first row, and the decoder needs that
+// announcement to find the outbox columns.
+//
+// Memory: the caller hands over each data slice and never reuses it. The
+// decoder keeps references into it: a Message's Payload is a sub-slice of the
+// frame (its capacity capped, so appending to it cannot overwrite the
+// frame), except for bytea payloads, which are hex-decoded into a new slice.
+// The string fields of a Message share one allocation.
+//
+// Two kinds of errors come back. A *BadRowError (see IsBadRow) is an outbox
+// row that cannot become a Message: a null aggregate id, an unparsable
+// message id, a relation that lacks a required column. The stream itself is
+// intact; the caller decides by policy whether to halt or to park the row,
+// and may keep decoding. Any other error is a protocol error (a truncated
+// frame, a row for a relation never announced, a Begin inside a transaction):
+// the decoder's view of the stream can no longer be trusted, and the caller
+// should end the session and start a new one with a new Decoder.
+//
+// The text forms the decoder reads depend on the walsender session's
+// settings: timestamps must be printed with DateStyle ISO and bytea with
+// bytea_output hex (both PostgreSQL defaults). Other forms are bad rows.
+package decoder

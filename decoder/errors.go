@@ -1,0 +1,69 @@
+package decoder
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/walrelay/walrelay/schema"
+)
+
+// BadRowError is an outbox row that cannot become a Message. The stream is
+// intact: the caller may park the row and go on decoding, or halt.
+type BadRowError struct {
+	// Field is the contract field at fault.
+	Field schema.Field
+	// Column is the configured column name of Field.
+	Column string
+	// Reason says what is wrong, in a few lowercase words (with the offending
+	// value quoted and shortened where it helps; never a payload or header).
+	Reason string
+	// MessageID is valid only when HasID is true: the row's message_id
+	// parsed before the fault was found.
+	MessageID schema.MessageID
+	HasID     bool
+	// AggregateID is the row's aggregate id when it was present.
+	AggregateID string
+	// CommitLSN is the final LSN of the row's transaction (from its Begin).
+	CommitLSN pglogrepl.LSN
+}
+
+// Error is one line: the row's identity, the column and the reason.
+func (e *BadRowError) Error() string {
+	var b strings.Builder
+	b.WriteString("bad outbox row")
+	if e.HasID {
+		b.WriteString(" message_id=")
+		b.WriteString(e.MessageID.String())
+	}
+	if e.AggregateID != "" {
+		b.WriteString(" aggregate_id=")
+		b.WriteString(quote([]byte(e.AggregateID)))
+	}
+	fmt.Fprintf(&b, " in transaction %s: column %q", e.CommitLSN, e.Column)
+	if e.Column != e.Field.String() {
+		fmt.Fprintf(&b, " (%s)", e.Field)
+	}
+	b.WriteString(": ")
+	b.WriteString(strings.ReplaceAll(e.Reason, "\n", `\n`))
+	return b.String()
+}
+
+// IsBadRow reports whether err is, or wraps, a *BadRowError.
+func IsBadRow(err error) bool {
+	var bad *BadRowError
+	return errors.As(err, &bad)
+}
+
+// maxQuoted bounds how much of a value goes into an error message.
+const maxQuoted = 64
+
+// quote renders a value for an error message: Go-quoted (so it stays on one
+// line) and cut after maxQuoted bytes.
+func quote(b []byte) string {
+	if len(b) > maxQuoted {
+		return fmt.Sprintf("%q...", b[:maxQuoted])
+	}
+	return fmt.Sprintf("%q", b)
+}

@@ -1,0 +1,132 @@
+package decoder
+
+import (
+	"fmt"
+
+	"github.com/walrelay/walrelay/schema"
+)
+
+// Type OIDs of the built-in types the decoder knows (pg_type.oid).
+const (
+	oidBytea       = 17
+	oidName        = 19
+	oidInt8        = 20
+	oidInt2        = 21
+	oidInt4        = 23
+	oidText        = 25
+	oidJSON        = 114
+	oidBpchar      = 1042
+	oidVarchar     = 1043
+	oidTimestamp   = 1114
+	oidTimestamptz = 1184
+	oidUUID        = 2950
+	oidJSONB       = 3802
+)
+
+// relation is what the decoder keeps of one Relation message.
+type relation struct {
+	// outbox is true for the configured table; rows of other tables are
+	// skipped.
+	outbox bool
+	ncols  int
+	// col is the column index of each field, -1 when the relation lacks it;
+	// typ is that column's type OID.
+	col [schema.NumFields]int
+	typ [schema.NumFields]uint32
+	// problem, when set, makes every row of the relation bad: a required
+	// column is missing or a column has a type the decoder cannot read.
+	problem *fieldProblem
+}
+
+type fieldProblem struct {
+	field  schema.Field
+	reason string
+}
+
+// relation reads a Relation message and replaces the cache entry for its
+// id: Int32 relation id, String namespace, String name, Int8 replica
+// identity, Int16 column count, then per column Int8 flags, String name,
+// Int32 type OID, Int32 type modifier.
+//
+// Nothing is allocated per announced column: a count is only a loop bound,
+// and the loop stops at the end of the buffer.
+func (d *Decoder) relation(r *reader) error {
+	id := r.u32()
+	namespace, name := r.cstring(), r.cstring()
+	r.u8()
+	rel := &relation{ncols: int(r.u16())}
+	rel.outbox = string(namespace) == d.table.Schema && string(name) == d.table.Name
+	for f := range rel.col {
+		rel.col[f] = -1
+	}
+	for i := 0; i < rel.ncols && !r.short; i++ {
+		r.u8()
+		colName := r.cstring()
+		typ := r.u32()
+		r.u32()
+		if rel.outbox {
+			rel.mapColumn(&d.names, i, string(colName), typ)
+		}
+	}
+	if err := r.finish(); err != nil {
+		return fmt.Errorf("decode relation %d: %w", id, err)
+	}
+	if rel.outbox {
+		rel.problem = rel.check(&d.names)
+	}
+	d.relations[id] = rel
+	return nil
+}
+
+func (rel *relation) mapColumn(names *[schema.NumFields]string, i int, colName string, typ uint32) {
+	for f, want := range names {
+		if rel.col[f] < 0 && colName == want {
+			rel.col[f] = i
+			rel.typ[f] = typ
+			return
+		}
+	}
+}
+
+// requiredFields must be columns of the outbox relation.
+var requiredFields = [...]schema.Field{
+	schema.FieldMessageID, schema.FieldAggregateType, schema.FieldAggregateID,
+	schema.FieldType, schema.FieldPayload,
+}
+
+// check finds the first reason why no row of the relation can be decoded.
+func (rel *relation) check(names *[schema.NumFields]string) *fieldProblem {
+	for _, f := range requiredFields {
+		if rel.col[f] < 0 {
+			return &fieldProblem{f, fmt.Sprintf("column %q is missing from the table", names[f])}
+		}
+	}
+	for f, typ := range rel.typ {
+		if rel.col[f] >= 0 && !typeAllowed(schema.Field(f), typ) {
+			return &fieldProblem{schema.Field(f), fmt.Sprintf("unsupported column type (oid %d)", typ)}
+		}
+	}
+	return nil
+}
+
+// typeAllowed says whether a field can be read from a column of type oid.
+// Fields read as text (ids, names, the version) take any type's text form:
+// an aggregate id may well be a uuid or a bigint column. Fields whose
+// meaning depends on the type (payload, headers, occurred_at) take only the
+// types listed.
+func typeAllowed(f schema.Field, oid uint32) bool {
+	switch f {
+	case schema.FieldPayload:
+		return oid == oidJSON || oid == oidJSONB || oid == oidBytea || isText(oid)
+	case schema.FieldHeaders:
+		return oid == oidJSON || oid == oidJSONB || isText(oid)
+	case schema.FieldOccurredAt:
+		return oid == oidTimestamptz || oid == oidTimestamp
+	default:
+		return true
+	}
+}
+
+func isText(oid uint32) bool {
+	return oid == oidText || oid == oidVarchar || oid == oidBpchar || oid == oidName
+}

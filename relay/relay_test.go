@@ -1,0 +1,232 @@
+package relay
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/slot"
+)
+
+// fakeStream forwards the events the test feeds it, then behaves like
+// slot.Stream at a stop: closes out and waits for drained.
+type fakeStream struct {
+	feed     chan slot.Event
+	finalPos chan pglogrepl.LSN
+}
+
+func (f *fakeStream) Run(ctx context.Context, out chan<- slot.Event, pos slot.Position, drained <-chan struct{}) error {
+	defer func() { f.finalPos <- pos() }()
+	for {
+		select {
+		case ev := <-f.feed:
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+			}
+		case <-ctx.Done():
+			close(out)
+			<-drained
+			return nil
+		}
+	}
+}
+
+// fakeSink hands every published message to the test, which acks it.
+type fakeSink struct {
+	published chan published
+	closed    chan struct{}
+}
+
+type published struct {
+	m     *schema.Message
+	token uint64
+}
+
+func (s *fakeSink) Run(ctx context.Context) error {
+	select {
+	case <-s.closed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *fakeSink) Publish(ctx context.Context, m *schema.Message, token uint64) error {
+	s.published <- published{m, token}
+	return nil
+}
+
+func (s *fakeSink) Close() { close(s.closed) }
+
+// pgoutput v1 messages, just enough for the pipeline.
+func beginMsg(final pglogrepl.LSN, xid uint32) []byte {
+	b := []byte{'B'}
+	b = binary.BigEndian.AppendUint64(b, uint64(final))
+	b = binary.BigEndian.AppendUint64(b, 0)
+	return binary.BigEndian.AppendUint32(b, xid)
+}
+
+func commitMsg(commit, end pglogrepl.LSN) []byte {
+	b := []byte{'C', 0}
+	b = binary.BigEndian.AppendUint64(b, uint64(commit))
+	b = binary.BigEndian.AppendUint64(b, uint64(end))
+	return binary.BigEndian.AppendUint64(b, 0)
+}
+
+var relationColumns = []struct {
+	name string
+	oid  uint32
+}{{"message_id", 2950}, {"aggregate_type", 25}, {"aggregate_id", 25}, {"type", 25}, {"payload", 3802}}
+
+func relationMsg() []byte {
+	b := []byte{'R'}
+	b = binary.BigEndian.AppendUint32(b, 16384)
+	b = append(b, "public\x00outbox_messages\x00d"...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(relationColumns)))
+	for _, c := range relationColumns {
+		b = append(b, 0)
+		b = append(b, c.name+"\x00"...)
+		b = binary.BigEndian.AppendUint32(b, c.oid)
+		b = binary.BigEndian.AppendUint32(b, 0xffffffff)
+	}
+	return b
+}
+
+func insertMsg(id, aggregateID string) []byte {
+	b := []byte{'I'}
+	b = binary.BigEndian.AppendUint32(b, 16384)
+	b = append(b, 'N')
+	vals := []string{id, "order", aggregateID, "order.submitted.v1", `{"n": 1}`}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(vals)))
+	for _, v := range vals {
+		b = append(b, 't')
+		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+		b = append(b, v...)
+	}
+	return b
+}
+
+type harness struct {
+	t      *testing.T
+	r      *Relay
+	stream *fakeStream
+	sink   *fakeSink
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func newHarness(t *testing.T) *harness {
+	dec, err := decoder.New(decoder.Config{Table: schema.Table{Schema: "public", Name: "outbox_messages"}, Columns: schema.DefaultColumns()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{
+		t:      t,
+		stream: &fakeStream{feed: make(chan slot.Event), finalPos: make(chan pglogrepl.LSN, 1)},
+		sink:   &fakeSink{published: make(chan published, 100), closed: make(chan struct{})},
+		done:   make(chan error, 1),
+	}
+	h.r = New(Config{ShutdownTimeout: 5 * time.Second}, zaptest.NewLogger(t), h.stream, dec)
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() { h.done <- h.r.Run(ctx, h.sink) }()
+	return h
+}
+
+func (h *harness) feed(kind slot.Kind, pos pglogrepl.LSN, data []byte) {
+	h.stream.feed <- slot.Event{Kind: kind, Pos: pos, Data: data}
+}
+
+func (h *harness) published() published {
+	select {
+	case p := <-h.sink.published:
+		return p
+	case <-time.After(5 * time.Second):
+		h.t.Fatal("no message was published")
+		return published{}
+	}
+}
+
+// waitSafe waits for the pump to process what was fed and checks Safe.
+func (h *harness) waitSafe(want pglogrepl.LSN) {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.r.Safe() != want {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("Safe() = %s; want %s", h.r.Safe(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// stays checks that Safe holds still at want while the pump runs.
+func (h *harness) stays(want pglogrepl.LSN) {
+	h.t.Helper()
+	time.Sleep(20 * time.Millisecond)
+	if got := h.r.Safe(); got != want {
+		h.t.Fatalf("Safe() = %s; want it to stay at %s", got, want)
+	}
+}
+
+func TestRelayConfirmsOnlyWhatKafkaAcknowledged(t *testing.T) {
+	h := newHarness(t)
+	h.feed(slot.KindStart, 100, nil)
+	h.waitSafe(100)
+	h.feed(slot.KindData, 110, relationMsg())
+	h.feed(slot.KindData, 120, beginMsg(190, 7))
+	h.feed(slot.KindData, 130, insertMsg("6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11", "o-1"))
+	h.feed(slot.KindData, 140, insertMsg("0b7f8f0c-1f7a-4a45-8c63-5e0b9a0d8e22", "o-2"))
+	a, b := h.published(), h.published()
+	if a.m.AggregateID != "o-1" || b.m.AggregateID != "o-2" || a.token != b.token {
+		t.Fatalf("published %q (token %d), %q (token %d); want o-1 and o-2 of one transaction", a.m.AggregateID, a.token, b.m.AggregateID, b.token)
+	}
+	// Acked before the Commit arrives: nothing to confirm yet.
+	h.r.Ack(b.token)
+	h.feed(slot.KindData, 190, commitMsg(190, 200))
+	// A keepalive while a message is unacknowledged must be ignored.
+	h.feed(slot.KindKeepalive, 300, nil)
+	h.stays(100)
+	h.r.Ack(a.token)
+	h.waitSafe(200)
+	// Now nothing is in flight: the next keepalive is taken.
+	h.feed(slot.KindKeepalive, 400, nil)
+	h.waitSafe(400)
+
+	h.cancel()
+	if err := <-h.done; err != nil {
+		t.Fatalf("Run after a stop = %v; want nil", err)
+	}
+	if got := <-h.stream.finalPos; got != 400 {
+		t.Errorf("final status position = %s; want 0/190", got)
+	}
+}
+
+func TestRelayHaltsOnABadRowWithoutConfirmingIt(t *testing.T) {
+	h := newHarness(t)
+	h.feed(slot.KindStart, 100, nil)
+	h.feed(slot.KindData, 110, relationMsg())
+	h.feed(slot.KindData, 120, beginMsg(190, 7))
+	h.feed(slot.KindData, 130, insertMsg("6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11", ""))
+	var err error
+	select {
+	case err = <-h.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the relay did not stop on a row without an aggregate id")
+	}
+	var bad *decoder.BadRowError
+	if !errors.As(err, &bad) || !strings.Contains(err.Error(), "6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11") {
+		t.Fatalf("Run = %v; want a BadRowError naming the message", err)
+	}
+	if got := <-h.stream.finalPos; got != 100 {
+		t.Errorf("final status position = %s; want the start position 0/64", got)
+	}
+}

@@ -1,0 +1,122 @@
+package schema
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidateIdentifier(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"outbox_messages", true},
+		{"Outbox$2", true},
+		{"_x", true},
+		{"", false},
+		{"1abc", false},
+		{`x"y`, false},
+		{"x;drop table y", false},
+		{"has space", false},
+		{"it's", false},
+		{"ünïcode", false},
+		{strings.Repeat("a", 63), true},
+		{strings.Repeat("a", 64), false},
+	} {
+		err := ValidateIdentifier("table", tc.name)
+		if (err == nil) != tc.ok {
+			t.Errorf("ValidateIdentifier(%q) = %v; want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+func TestValidateSlotName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"walrelay", true},
+		{"slot_1", true},
+		{"1slot", true}, // PostgreSQL allows it; the stream quotes the name
+		{"Slot", false},
+		{"", false},
+		{`x"; DROP TABLE t; --`, false},
+		{"a-b", false},
+		{strings.Repeat("a", 64), false},
+	} {
+		err := ValidateSlotName(tc.name)
+		if (err == nil) != tc.ok {
+			t.Errorf("ValidateSlotName(%q) = %v; want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+func TestParseTable(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Table
+		ok   bool
+	}{
+		{"outbox", Table{"public", "outbox"}, true},
+		{"app.outbox", Table{"app", "outbox"}, true},
+		{"app.out.box", Table{}, false},
+		{"public.x; DROP", Table{}, false},
+		{".outbox", Table{}, false},
+	} {
+		got, err := ParseTable(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseTable(%q) = %v, %v; want %v, ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+	if got := (Table{"app", "outbox"}).Quoted(); got != `"app"."outbox"` {
+		t.Errorf("Quoted() = %s", got)
+	}
+}
+
+func TestColumnsValidate(t *testing.T) {
+	c := DefaultColumns()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("default columns: %v", err)
+	}
+	c.Payload = c.Headers
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "both") {
+		t.Errorf("a column used twice: err = %v; want it named", err)
+	}
+	c = DefaultColumns()
+	c.Topic = "topic; drop"
+	if err := c.Validate(); err == nil {
+		t.Error("hostile column name accepted")
+	}
+}
+
+func TestDDLUsesConfiguredNames(t *testing.T) {
+	c := DefaultConfig()
+	c.Table = Table{"app", "events"}
+	c.Publication = "pub_events"
+	c.Columns.AggregateID = "order_id"
+	ddl, err := DDL(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`CREATE TABLE IF NOT EXISTS "app"."events"`,
+		`"order_id"      text        NOT NULL CHECK ("order_id" <> '')`,
+		`CREATE PUBLICATION "pub_events" FOR TABLE "app"."events" WITH (publish = 'insert')`,
+		`pubname = 'pub_events'`,
+	} {
+		if !strings.Contains(ddl, want) {
+			t.Errorf("DDL lacks %q:\n%s", want, ddl)
+		}
+	}
+	c.Publication = "x'y"
+	if _, err := DDL(c); err == nil {
+		t.Error("DDL rendered a hostile publication name")
+	}
+}
+
+func TestMessageIDString(t *testing.T) {
+	id := MessageID{0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef}
+	if got, want := id.String(), "12345678-9abc-def0-0123-456789abcdef"; got != want {
+		t.Errorf("String() = %s; want %s", got, want)
+	}
+}

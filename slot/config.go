@@ -1,0 +1,107 @@
+package slot
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/schema"
+)
+
+// Config says where the slot is and how to talk to the server.
+type Config struct {
+	// ConnString is a PostgreSQL URL or keyword/value string for the
+	// database that holds the outbox table. Required. walrelay adds
+	// replication=database itself for the replication connection.
+	ConnString string
+	// Slot is the logical replication slot. Defaults to "walrelay".
+	Slot string
+	// Publication and Table name the outbox contract. Required.
+	Publication string
+	Table       schema.Table
+	// StatusInterval is how often a standby status update is sent. Keep it
+	// well under the server's wal_sender_timeout (60s by default).
+	// Defaults to 10s.
+	StatusInterval time.Duration
+	// ConnectTimeout bounds each connection attempt when the URL does not
+	// set connect_timeout. Defaults to 10s.
+	ConnectTimeout time.Duration
+	// ActiveRetryMin and ActiveRetryMax bound the exponential backoff while
+	// the slot is in use by another process ("replication slot is
+	// active"). Defaults to 1s and 15s.
+	ActiveRetryMin, ActiveRetryMax time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Slot == "" {
+		c.Slot = "walrelay"
+	}
+	if c.StatusInterval <= 0 {
+		c.StatusInterval = 10 * time.Second
+	}
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = 10 * time.Second
+	}
+	if c.ActiveRetryMin <= 0 {
+		c.ActiveRetryMin = time.Second
+	}
+	if c.ActiveRetryMax < c.ActiveRetryMin {
+		c.ActiveRetryMax = 15 * time.Second
+		if c.ActiveRetryMax < c.ActiveRetryMin {
+			c.ActiveRetryMax = c.ActiveRetryMin
+		}
+	}
+}
+
+// validate checks every name that goes into SQL or a replication command.
+func (c *Config) validate() error {
+	if c.ConnString == "" {
+		return fmt.Errorf("postgres url is required")
+	}
+	if err := schema.ValidateSlotName(c.Slot); err != nil {
+		return err
+	}
+	if err := schema.ValidateIdentifier("publication", c.Publication); err != nil {
+		return err
+	}
+	if err := schema.ValidateIdentifier("table schema", c.Table.Schema); err != nil {
+		return err
+	}
+	return schema.ValidateIdentifier("table", c.Table.Name)
+}
+
+// pgConfig parses ConnString, applying ConnectTimeout when it sets none.
+// replication adds replication=database.
+func (c *Config) pgConfig(replication bool) (*pgconn.Config, error) {
+	pc, err := pgconn.ParseConfig(c.ConnString)
+	if err != nil {
+		// pgconn's parse errors can quote the URL, password included.
+		return nil, fmt.Errorf("parse postgres url: %s", redactParseError(err))
+	}
+	if pc.ConnectTimeout == 0 {
+		pc.ConnectTimeout = c.ConnectTimeout
+	}
+	if replication {
+		pc.RuntimeParams["replication"] = "database"
+		// pgoutput sends values as the walsender's output functions print
+		// them: pin the forms the decoder reads, whatever the server's or
+		// role's defaults say.
+		pc.RuntimeParams["DateStyle"] = "ISO"
+		pc.RuntimeParams["bytea_output"] = "hex"
+	}
+	pc.RuntimeParams["application_name"] = "walrelay"
+	return pc, nil
+}
+
+// redactParseError keeps the reason of a connection string parse error.
+// pgconn's ParseConfigError redacts the password (best effort); an error
+// of another type might quote the string, so it is not repeated.
+func redactParseError(err error) string {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		return pe.Error()
+	}
+	return "invalid connection string"
+}

@@ -1,0 +1,29 @@
+package slot
+
+import "github.com/jackc/pglogrepl"
+
+// Kind tells what an Event carries.
+type Kind uint8
+
+const (
+	// KindStart is the first event of a stream: Pos is the slot's
+	// confirmed_flush_lsn, where the server resumes.
+	KindStart Kind = iota + 1
+	// KindData carries one pgoutput message: Pos is the XLogData's WALStart
+	// and Data its WALData, copied out of the receive buffer and owned by
+	// the receiver from then on.
+	KindData
+	// KindKeepalive carries a primary keepalive's ServerWALEnd in Pos.
+	KindKeepalive
+)
+
+// Event is one item of the replication stream, delivered in WAL order.
+type Event struct {
+	Kind Kind
+	Pos  pglogrepl.LSN
+	Data []byte
+}
+
+// Position returns the LSN that is safe to confirm right now. Stream calls
+// it from its own goroutine whenever it sends a status update.
+type Position func() pglogrepl.LSN

@@ -1,0 +1,292 @@
+package slot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"go.uber.org/zap"
+)
+
+// finalStatusTimeout bounds the last status update at shutdown.
+const finalStatusTimeout = 5 * time.Second
+
+// Stream is the replication stream of one slot. Constructing it starts
+// nothing; Run does the work on the caller's goroutine.
+type Stream struct {
+	cfg     Config
+	log     *zap.Logger
+	metrics *Metrics
+
+	conn *pgconn.PgConn
+	// sent is the highest position sent in a status update; positions sent
+	// never move backwards, whatever Position returns.
+	sent pglogrepl.LSN
+	// walEnd is the server's WAL end as last reported, for the lag gauge.
+	walEnd     pglogrepl.LSN
+	nextStatus time.Time
+}
+
+// New validates cfg. metrics may be nil.
+func New(cfg Config, log *zap.Logger, metrics *Metrics) (*Stream, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	return &Stream{cfg: cfg, log: log, metrics: metrics}, nil
+}
+
+// Run checks the server, publication and slot, starts replication and
+// delivers events to out, in WAL order, until ctx is done or the stream
+// fails. The first event is KindStart.
+//
+// Then it stops receiving, closes out, and keeps answering the server until
+// drained is closed (the consumer has finished with everything it
+// received); it sends a final status update with pos() and returns. pos is
+// called from Run's goroutine only. Run returns nil after a stop by ctx.
+func (s *Stream) Run(ctx context.Context, out chan<- Event, pos Position, drained <-chan struct{}) (err error) {
+	closed := false
+	closeOut := func() {
+		if !closed {
+			closed = true
+			close(out)
+		}
+	}
+	defer closeOut()
+
+	info, err := s.start(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer s.conn.Close(context.Background())
+	s.sent = info.ConfirmedFlush
+	s.metrics.confirmed.Set(float64(s.sent))
+	s.log.Info("replication started", zap.String("slot", s.cfg.Slot), zap.Stringer("confirmed_flush_lsn", info.ConfirmedFlush))
+
+	if err := s.deliver(ctx, out, pos, Event{Kind: KindStart, Pos: info.ConfirmedFlush}); err == nil {
+		err = s.receive(ctx, out, pos)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+	}
+	closeOut()
+	return s.finish(pos, drained)
+}
+
+// start runs the preflight and START_REPLICATION, retrying with backoff
+// while another process holds the slot.
+func (s *Stream) start(ctx context.Context) (Info, error) {
+	backoff := s.cfg.ActiveRetryMin
+	for {
+		info, err := preflight(ctx, &s.cfg, s.log)
+		if err == nil && !info.Active {
+			err = s.startReplication(ctx)
+			if err == nil {
+				return info, nil
+			}
+			if !isSlotActive(err) {
+				return Info{}, err
+			}
+		} else if err != nil {
+			return Info{}, err
+		}
+		s.log.Info("replication slot is active in another process; waiting",
+			zap.String("slot", s.cfg.Slot), zap.Int32("active_pid", info.ActivePID), zap.Duration("retry_in", backoff))
+		select {
+		case <-ctx.Done():
+			return Info{}, ctx.Err()
+		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
+		}
+		backoff = min(2*backoff, s.cfg.ActiveRetryMax)
+	}
+}
+
+// isSlotActive recognises "replication slot ... is active for PID ..."
+// (SQLSTATE 55006, object_in_use).
+func isSlotActive(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55006"
+}
+
+func (s *Stream) startReplication(ctx context.Context) error {
+	pc, err := s.cfg.pgConfig(true)
+	if err != nil {
+		return err
+	}
+	conn, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		return fmt.Errorf("open replication connection to %s:%d: %w", pc.Host, pc.Port, err)
+	}
+	if _, err := pglogrepl.IdentifySystem(ctx, conn); err != nil {
+		conn.Close(context.Background())
+		return fmt.Errorf("identify system: %w", err)
+	}
+	// Names were validated: they are plain identifiers, quoted here so that
+	// the replication grammar takes them verbatim.
+	err = pglogrepl.StartReplication(ctx, conn, `"`+s.cfg.Slot+`"`, 0, pglogrepl.StartReplicationOptions{
+		Mode:       pglogrepl.LogicalReplication,
+		PluginArgs: []string{"proto_version '1'", `publication_names '"` + s.cfg.Publication + `"'`},
+	})
+	if err != nil {
+		conn.Close(context.Background())
+		return fmt.Errorf("start replication on slot %q: %w", s.cfg.Slot, err)
+	}
+	s.conn = conn
+	s.nextStatus = time.Now().Add(s.cfg.StatusInterval)
+	return nil
+}
+
+// receive reads the stream until ctx is done or it fails.
+func (s *Stream) receive(ctx context.Context, out chan<- Event, pos Position) error {
+	for {
+		if !time.Now().Before(s.nextStatus) {
+			if err := s.sendStatus(ctx, pos, false); err != nil {
+				return err
+			}
+		}
+		rctx, cancel := context.WithDeadline(ctx, s.nextStatus)
+		msg, err := s.conn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if pgconn.Timeout(err) {
+				continue
+			}
+			return fmt.Errorf("receive from slot %q: %w", s.cfg.Slot, err)
+		}
+		if err := s.handle(ctx, out, pos, msg); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *Stream) handle(ctx context.Context, out chan<- Event, pos Position, msg pgproto3.BackendMessage) error {
+	switch m := msg.(type) {
+	case *pgproto3.CopyData:
+		return s.handleCopyData(ctx, out, pos, m.Data)
+	case *pgproto3.ErrorResponse:
+		return fmt.Errorf("slot %q: %w", s.cfg.Slot, pgconn.ErrorResponseToPgError(m))
+	case *pgproto3.CopyDone:
+		return fmt.Errorf("slot %q: the server ended the replication stream", s.cfg.Slot)
+	}
+	return nil
+}
+
+func (s *Stream) handleCopyData(ctx context.Context, out chan<- Event, pos Position, data []byte) error {
+	if len(data) == 0 {
+		return fmt.Errorf("slot %q: empty CopyData message", s.cfg.Slot)
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("slot %q: %w", s.cfg.Slot, err)
+		}
+		s.observeWALEnd(pkm.ServerWALEnd)
+		if err := s.deliver(ctx, out, pos, Event{Kind: KindKeepalive, Pos: pkm.ServerWALEnd}); err != nil {
+			return err
+		}
+		if pkm.ReplyRequested {
+			return s.sendStatus(ctx, pos, false)
+		}
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("slot %q: %w", s.cfg.Slot, err)
+		}
+		s.observeWALEnd(xld.ServerWALEnd)
+		// The receive buffer is reused by the next ReceiveMessage: the
+		// consumer gets its own copy.
+		own := make([]byte, len(xld.WALData))
+		copy(own, xld.WALData)
+		return s.deliver(ctx, out, pos, Event{Kind: KindData, Pos: xld.WALStart, Data: own})
+	}
+	return nil
+}
+
+func (s *Stream) observeWALEnd(end pglogrepl.LSN) {
+	if end > s.walEnd {
+		s.walEnd = end
+		s.metrics.observeLag(s.walEnd, s.sent)
+	}
+}
+
+// deliver hands ev to out, sending status updates while it waits so that a
+// blocked consumer (Kafka down) never silences the connection.
+func (s *Stream) deliver(ctx context.Context, out chan<- Event, pos Position, ev Event) error {
+	for {
+		timer := time.NewTimer(time.Until(s.nextStatus))
+		select {
+		case out <- ev:
+			timer.Stop()
+			return nil
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-timer.C:
+			if err := s.sendStatus(ctx, pos, false); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// sendStatus confirms pos() (never less than before) as write, flush and
+// apply, set explicitly: pglogrepl would copy write into a zero flush.
+func (s *Stream) sendStatus(ctx context.Context, pos Position, final bool) error {
+	if p := pos(); p > s.sent {
+		s.sent = p
+	}
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: s.sent,
+		WALFlushPosition: s.sent,
+		WALApplyPosition: s.sent,
+		ClientTime:       time.Now(),
+	})
+	if err != nil {
+		return fmt.Errorf("send status update on slot %q: %w", s.cfg.Slot, err)
+	}
+	s.nextStatus = time.Now().Add(s.cfg.StatusInterval)
+	s.metrics.statusSent(s.sent, s.walEnd)
+	if final {
+		s.log.Info("final status update sent", zap.String("slot", s.cfg.Slot), zap.Stringer("confirmed_lsn", s.sent))
+	} else {
+		s.log.Debug("status update sent", zap.Stringer("confirmed_lsn", s.sent), zap.Stringer("server_wal_end", s.walEnd))
+	}
+	return nil
+}
+
+// finish waits until the consumer has drained, answering the server
+// meanwhile, then confirms what is done under a fresh timeout.
+func (s *Stream) finish(pos Position, drained <-chan struct{}) error {
+	for {
+		timer := time.NewTimer(time.Until(s.nextStatus))
+		select {
+		case <-drained:
+			timer.Stop()
+			ctx, cancel := context.WithTimeout(context.Background(), finalStatusTimeout)
+			defer cancel()
+			return s.sendStatus(ctx, pos, true)
+		case <-timer.C:
+			ctx, cancel := context.WithTimeout(context.Background(), finalStatusTimeout)
+			err := s.sendStatus(ctx, pos, false)
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+	}
+}
