@@ -1,0 +1,14 @@
+# walrelay as a container: a static binary on a distroless base.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/walrelay ./cmd/walrelay
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/walrelay /walrelay
+USER nonroot
+EXPOSE 9187
+ENTRYPOINT ["/walrelay"]
+CMD ["run"]

@@ -1,0 +1,75 @@
+// Command walrelay publishes committed outbox rows from PostgreSQL's
+// write-ahead log to Kafka. See README.md for the guarantees and the
+// configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal a second one kills the process at once.
+	context.AfterFunc(ctx, stop)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, errUsage) {
+			fmt.Fprintf(os.Stderr, "walrelay: %v\n", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+// errUsage marks a command line that was wrong; the usage was printed.
+var errUsage = errors.New("usage")
+
+func exitCode(err error) int {
+	if errors.Is(err, errUsage) {
+		return 2
+	}
+	return 1
+}
+
+const usage = `walrelay publishes committed outbox rows from the PostgreSQL WAL to Kafka.
+
+Usage:
+  walrelay run      [flags]   stream the outbox to Kafka until stopped (SIGTERM/SIGINT)
+  walrelay init     [flags]   create the publication and the replication slot (safe to repeat)
+  walrelay schema   [flags]   print the outbox DDL for your migrations
+  walrelay version            print the version
+
+Every flag has an environment variable: --slot is WALRELAY_SLOT, and so on.
+A flag on the command line wins over the variable. Run 'walrelay run -h' for the flags.
+`
+
+// run dispatches a verb. It is main without the process: testable.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errUsage
+	}
+	verb, rest := args[0], args[1:]
+	switch verb {
+	case "run":
+		return runRelay(ctx, rest, stderr)
+	case "init":
+		return runInit(ctx, rest, stdout, stderr)
+	case "schema":
+		return runSchema(rest, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "walrelay", version())
+		return nil
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprintf(stderr, "walrelay: unknown command %q\n\n%s", verb, usage)
+	return errUsage
+}

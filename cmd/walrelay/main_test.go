@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The DDL shipped for docker-compose is what `walrelay schema` prints.
+func TestComposeDDLMatchesSchemaVerb(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"schema"}, &out, &errOut); err != nil {
+		t.Fatalf("walrelay schema: %v\n%s", err, errOut.String())
+	}
+	shipped, err := os.ReadFile("../../deploy/compose/outbox.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != string(shipped) {
+		t.Errorf("deploy/compose/outbox.sql differs from `walrelay schema`; regenerate it with: go run ./cmd/walrelay schema > deploy/compose/outbox.sql")
+	}
+}
+
+func TestOptionsFromEnvironmentAndFlags(t *testing.T) {
+	t.Setenv("WALRELAY_SLOT", "from_env")
+	t.Setenv("WALRELAY_STATUS_INTERVAL", "3s")
+	t.Setenv("WALRELAY_PUBLICATION", "pub_env")
+	var errOut bytes.Buffer
+	o, err := parseOptions("run", []string{"--publication", "pub_flag"}, &errOut)
+	if err != nil {
+		t.Fatalf("parseOptions: %v\n%s", err, errOut.String())
+	}
+	if o.Slot != "from_env" || o.StatusInterval != 3*time.Second {
+		t.Errorf("slot %q, status interval %s; want the environment's from_env and 3s", o.Slot, o.StatusInterval)
+	}
+	if o.Publication != "pub_flag" {
+		t.Errorf("publication %q; want the flag to win over the environment", o.Publication)
+	}
+}
+
+func TestBadEnvironmentValueIsAnError(t *testing.T) {
+	t.Setenv("WALRELAY_STATUS_INTERVAL", "often")
+	_, err := parseOptions("run", nil, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "WALRELAY_STATUS_INTERVAL") {
+		t.Fatalf("err = %v; want one naming WALRELAY_STATUS_INTERVAL", err)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{nil, {"frobnicate"}, {"run", "--no-such-flag"}, {"schema", "extra"}} {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), args, &out, &errOut)
+		if !errors.Is(err, errUsage) || exitCode(err) != 2 {
+			t.Errorf("run(%q) = %v; want a usage error with exit code 2", args, err)
+		}
+	}
+}
+
+func TestHostileNamesAreRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"schema", "--table", `public.x"; DROP TABLE y; --`},
+		{"schema", "--publication", "p'ub"},
+		{"init", "--postgres-url", "postgres://127.0.0.1:1/x", "--slot", "Bad Slot"},
+	} {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), args, &out, &errOut)
+		if err == nil || errors.Is(err, errUsage) {
+			t.Errorf("run(%q) = %v; want a validation error", args, err)
+		}
+	}
+}

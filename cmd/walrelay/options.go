@@ -1,0 +1,140 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/walrelay/walrelay/schema"
+)
+
+// options are walrelay's settings. Every verb accepts all of them, so one
+// set of WALRELAY_* variables serves every command.
+type options struct {
+	PostgresURL         string
+	KafkaBrokers        string
+	Table               string
+	Publication         string
+	Slot                string
+	TopicTemplate       string
+	CESource            string
+	MetricsAddr         string
+	LogLevel            string
+	StatusInterval      time.Duration
+	ShutdownTimeout     time.Duration
+	KafkaLinger         time.Duration
+	MaxInFlightMessages int
+	MaxInFlightBytes    int
+	Columns             schema.Columns
+}
+
+// flags binds options to a flag set whose defaults come from WALRELAY_*
+// variables. Bad variable values are collected in errs.
+type flags struct {
+	fs   *flag.FlagSet
+	errs []string
+}
+
+func envName(flagName string) string {
+	return "WALRELAY_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func (f *flags) str(p *string, name, def, help string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		def = v
+	}
+	f.fs.StringVar(p, name, def, help+" ("+envName(name)+")")
+}
+
+func (f *flags) dur(p *time.Duration, name string, def time.Duration, help string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			f.errs = append(f.errs, fmt.Sprintf("%s=%q is not a duration (like 10s or 500ms)", envName(name), v))
+		} else {
+			def = d
+		}
+	}
+	f.fs.DurationVar(p, name, def, help+" ("+envName(name)+")")
+}
+
+func (f *flags) int(p *int, name string, def int, help string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			f.errs = append(f.errs, fmt.Sprintf("%s=%q is not a whole number", envName(name), v))
+		} else {
+			def = n
+		}
+	}
+	f.fs.IntVar(p, name, def, help+" ("+envName(name)+")")
+}
+
+// parseOptions reads flags and variables for verb.
+func parseOptions(verb string, args []string, stderr io.Writer) (options, error) {
+	var o options
+	f := &flags{fs: flag.NewFlagSet("walrelay "+verb, flag.ContinueOnError)}
+	f.fs.SetOutput(stderr)
+	f.str(&o.PostgresURL, "postgres-url", "", "PostgreSQL URL of the database holding the outbox table, e.g. postgres://user:pass@host:5432/db")
+	f.str(&o.KafkaBrokers, "kafka-brokers", "localhost:9092", "comma-separated Kafka bootstrap brokers")
+	f.str(&o.Table, "table", "public.outbox_messages", "outbox table, schema-qualified")
+	f.str(&o.Publication, "publication", "walrelay_outbox", "publication covering the outbox table")
+	f.str(&o.Slot, "slot", "walrelay", "logical replication slot")
+	f.str(&o.TopicTemplate, "topic-template", "outbox.{aggregate_type}", "Kafka topic for rows without a topic; {aggregate_type} and {type} are replaced")
+	f.str(&o.CESource, "ce-source", "walrelay", "CloudEvents source (ce_source header)")
+	f.str(&o.MetricsAddr, "metrics-addr", "127.0.0.1:9187", "listen address for /metrics and /healthz; empty disables")
+	f.str(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	f.dur(&o.StatusInterval, "status-interval", 10*time.Second, "how often the confirmed position is sent to PostgreSQL; keep well under wal_sender_timeout")
+	f.dur(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight Kafka writes may finish after SIGTERM")
+	f.dur(&o.KafkaLinger, "kafka-linger", 5*time.Millisecond, "how long a partition batch waits to fill")
+	f.int(&o.MaxInFlightMessages, "max-in-flight-messages", 10000, "messages handed to Kafka but not yet acknowledged, at most")
+	f.int(&o.MaxInFlightBytes, "max-in-flight-bytes", 64<<20, "bytes handed to Kafka but not yet acknowledged, at most")
+	cols := schema.DefaultColumns()
+	f.str(&o.Columns.MessageID, "column-message-id", cols.MessageID, "column holding the message id (uuid)")
+	f.str(&o.Columns.AggregateType, "column-aggregate-type", cols.AggregateType, "column holding the aggregate type")
+	f.str(&o.Columns.AggregateID, "column-aggregate-id", cols.AggregateID, "column holding the aggregate id (the Kafka key)")
+	f.str(&o.Columns.AggregateVersion, "column-aggregate-version", cols.AggregateVersion, "column holding the aggregate version")
+	f.str(&o.Columns.Type, "column-type", cols.Type, "column holding the message type")
+	f.str(&o.Columns.Payload, "column-payload", cols.Payload, "column holding the payload (the Kafka value)")
+	f.str(&o.Columns.Headers, "column-headers", cols.Headers, "column holding extra headers (jsonb)")
+	f.str(&o.Columns.OccurredAt, "column-occurred-at", cols.OccurredAt, "column holding the event time")
+	f.str(&o.Columns.Topic, "column-topic", cols.Topic, "column holding an explicit topic")
+	if err := f.fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return o, errHelp
+		}
+		return o, errUsage
+	}
+	if f.fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "walrelay %s: unexpected argument %q\n", verb, f.fs.Arg(0))
+		return o, errUsage
+	}
+	if len(f.errs) > 0 {
+		return o, fmt.Errorf("%s", strings.Join(f.errs, "; "))
+	}
+	return o, nil
+}
+
+// schemaConfig validates the names of the outbox contract.
+func (o options) schemaConfig() (schema.Config, error) {
+	t, err := schema.ParseTable(o.Table)
+	if err != nil {
+		return schema.Config{}, err
+	}
+	c := schema.Config{Table: t, Publication: o.Publication, Columns: o.Columns}
+	return c, c.Validate()
+}
+
+func (o options) brokers() []string {
+	var out []string
+	for _, b := range strings.Split(o.KafkaBrokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}

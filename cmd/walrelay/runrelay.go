@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/sink"
+	"github.com/walrelay/walrelay/slot"
+)
+
+// kafkaCheckTimeout bounds the start-up check that a broker answers.
+const kafkaCheckTimeout = 15 * time.Second
+
+func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
+	o, ok, err := parse("run", args, stderr)
+	if !ok {
+		return err
+	}
+	log, err := newLogger(o.LogLevel, stderr)
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r, pub, err := o.buildRelay(log, reg)
+	if err != nil {
+		return err
+	}
+	checkCtx, cancel := context.WithTimeout(ctx, kafkaCheckTimeout)
+	err = pub.Ping(checkCtx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	var ln net.Listener
+	if o.MetricsAddr != "" {
+		if ln, err = net.Listen("tcp", o.MetricsAddr); err != nil {
+			return fmt.Errorf("listen for metrics on %s: %w", o.MetricsAddr, err)
+		}
+	}
+	log.Info("walrelay starting", zap.String("version", version()), zap.String("slot", o.Slot),
+		zap.String("publication", o.Publication), zap.String("table", o.Table), zap.Strings("kafka_brokers", o.brokers()),
+		zap.String("metrics_addr", o.MetricsAddr))
+
+	g, gctx := errgroup.WithContext(ctx)
+	relayDone := make(chan struct{})
+	g.Go(func() error {
+		defer close(relayDone)
+		return r.Run(gctx, pub)
+	})
+	if ln != nil {
+		g.Go(func() error { return serveMetrics(ln, reg, relayDone) })
+	}
+	return g.Wait()
+}
+
+func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer) (*relay.Relay, *sink.Sink, error) {
+	sc, err := o.slotConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	stream, err := slot.New(sc, log, slot.NewMetrics(reg))
+	if err != nil {
+		return nil, nil, err
+	}
+	dec, err := decoder.New(decoder.Config{Table: sc.Table, Columns: o.Columns})
+	if err != nil {
+		return nil, nil, err
+	}
+	r := relay.New(relay.Config{ShutdownTimeout: o.ShutdownTimeout}, log, stream, dec)
+	pub, err := sink.New(sink.Config{
+		Brokers:             o.brokers(),
+		TopicTemplate:       o.TopicTemplate,
+		Source:              o.CESource,
+		Linger:              o.KafkaLinger,
+		MaxInFlightMessages: o.MaxInFlightMessages,
+		MaxInFlightBytes:    o.MaxInFlightBytes,
+		Registerer:          reg,
+	}, log, r.Ack)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, pub, nil
+}
+
+// serveMetrics serves /metrics and /healthz on ln until done is closed.
+func serveMetrics(ln net.Listener, reg *prometheus.Registry, done <-chan struct{}) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("metrics server: %w", err)
+	case <-done:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("stop metrics server: %w", err)
+	}
+	return nil
+}

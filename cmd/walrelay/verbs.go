@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+
+	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/slot"
+)
+
+// errHelp is returned by parseOptions after -h printed the flags.
+var errHelp = errors.New("help")
+
+// buildVersion is set at link time: -ldflags "-X main.buildVersion=v1.2.3".
+var buildVersion = ""
+
+func version() string {
+	if buildVersion != "" {
+		return buildVersion
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// options parses args and turns -h into a clean exit.
+func parse(verb string, args []string, stderr io.Writer) (options, bool, error) {
+	o, err := parseOptions(verb, args, stderr)
+	if errors.Is(err, errHelp) {
+		return o, false, nil
+	}
+	return o, err == nil, err
+}
+
+func runSchema(args []string, stdout, stderr io.Writer) error {
+	o, ok, err := parse("schema", args, stderr)
+	if !ok {
+		return err
+	}
+	sc, err := o.schemaConfig()
+	if err != nil {
+		return err
+	}
+	ddl, err := schema.DDL(sc)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, ddl)
+	return err
+}
+
+func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, ok, err := parse("init", args, stderr)
+	if !ok {
+		return err
+	}
+	log, err := newLogger(o.LogLevel, stderr)
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
+	cfg, err := o.slotConfig()
+	if err != nil {
+		return err
+	}
+	info, err := slot.Init(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "publication %q covers %s; slot %q is ready at %s (wal_status %s)\n",
+		cfg.Publication, cfg.Table, cfg.Slot, info.ConfirmedFlush, info.WALStatus)
+	return nil
+}
+
+func (o options) slotConfig() (slot.Config, error) {
+	sc, err := o.schemaConfig()
+	if err != nil {
+		return slot.Config{}, err
+	}
+	if o.PostgresURL == "" {
+		return slot.Config{}, fmt.Errorf("--postgres-url (WALRELAY_POSTGRES_URL) is required")
+	}
+	return slot.Config{
+		ConnString:     o.PostgresURL,
+		Slot:           o.Slot,
+		Publication:    sc.Publication,
+		Table:          sc.Table,
+		StatusInterval: o.StatusInterval,
+	}, nil
+}

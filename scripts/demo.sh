@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# make demo: local PostgreSQL + Kafka, a demo database whose "application"
+# (pgbench) writes orders with their outbox rows, walrelay publishing them,
+# and a live view of messages arriving in Kafka and of the slot lag.
+#
+#   DEMO_SECONDS   how long the order stream runs (default 20)
+#   DEMO_RATE      orders per second (default 200)
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+SECONDS_TO_RUN="${DEMO_SECONDS:-20}"
+RATE="${DEMO_RATE:-200}"
+STATE="$REPO/.rig/demo"
+mkdir -p "$STATE"
+
+[ -x bin/walrelay ] || go build -o bin/walrelay ./cmd/walrelay
+scripts/rig.sh start
+eval "$(scripts/rig.sh env)"
+ADMIN_URL="$WALRELAY_TEST_PG_URL"
+DB_URL="${ADMIN_URL/\/walrelay\?/\/walrelay_demo?}"
+PGBIN=/usr/lib/postgresql/15/bin
+
+say() { printf '\n== %s\n' "$*"; }
+
+say "fresh demo database walrelay_demo"
+psql -q "$ADMIN_URL" -v ON_ERROR_STOP=1 <<'SQL'
+SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = 'walrelay_demo' AND NOT active;
+DROP DATABASE IF EXISTS walrelay_demo WITH (FORCE);
+CREATE DATABASE walrelay_demo;
+SQL
+psql -q "$DB_URL" -v ON_ERROR_STOP=1 -f scripts/demo/orders.sql
+bin/walrelay schema | psql -q "$DB_URL" -v ON_ERROR_STOP=1
+kcat -b "$WALRELAY_TEST_KAFKA_BROKERS" -C -t outbox.order -o end -e -q >/dev/null 2>&1 || true
+
+export WALRELAY_POSTGRES_URL="$DB_URL"
+export WALRELAY_KAFKA_BROKERS="$WALRELAY_TEST_KAFKA_BROKERS"
+export WALRELAY_SLOT=walrelay_demo
+export WALRELAY_METRICS_ADDR=127.0.0.1:9187
+export WALRELAY_STATUS_INTERVAL=1s
+
+say "walrelay init"
+bin/walrelay init
+
+say "walrelay run (log: $STATE/walrelay.log, metrics: http://$WALRELAY_METRICS_ADDR/metrics)"
+bin/walrelay run >"$STATE/walrelay.log" 2>&1 &
+RELAY=$!
+trap 'kill $RELAY 2>/dev/null || true' EXIT
+sleep 1
+kill -0 "$RELAY" 2>/dev/null || { cat "$STATE/walrelay.log"; exit 1; }
+
+offsets() { # total records in outbox.order, summed over partitions
+  kcat -b "$WALRELAY_TEST_KAFKA_BROKERS" -C -t outbox.order -o beginning -e -q -f '.\n' 2>/dev/null | wc -l
+}
+lag() {
+  psql -Atq "$DB_URL" -c "SELECT pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)) FROM pg_replication_slots WHERE slot_name = 'walrelay_demo'"
+}
+
+say "writing orders at $RATE/s for ${SECONDS_TO_RUN}s (order row + outbox row in one transaction)"
+"$PGBIN/pgbench" -n -q -f scripts/demo/order.sql -c 4 -j 2 -R "$RATE" -T "$SECONDS_TO_RUN" "$DB_URL" >"$STATE/pgbench.log" 2>&1 &
+BENCH=$!
+START=$(date +%s.%N)
+while kill -0 "$BENCH" 2>/dev/null; do
+  sleep 2
+  printf '  outbox rows %6s | in Kafka %6s | slot lag %s\n' \
+    "$(psql -Atq "$DB_URL" -c 'SELECT count(*) FROM outbox_messages')" "$(offsets)" "$(lag)"
+done
+wait "$BENCH" || { cat "$STATE/pgbench.log"; exit 1; }
+ROWS=$(psql -Atq "$DB_URL" -c 'SELECT count(*) FROM outbox_messages')
+for _ in $(seq 1 60); do
+  [ "$(offsets)" -ge "$ROWS" ] && break
+  sleep 0.5
+done
+END=$(date +%s.%N)
+GOT=$(offsets)
+sleep 2 # one more status interval, so the slot confirms the end
+
+say "three of the messages, as a consumer sees them"
+kcat -b "$WALRELAY_TEST_KAFKA_BROKERS" -C -t outbox.order -o beginning -c 3 -q \
+  -f 'partition %p offset %o key %k\n  headers %h\n  value %s\n'
+
+say "result"
+printf '  orders committed: %s, messages in Kafka: %s, %.0f messages/s end to end\n' \
+  "$ROWS" "$GOT" "$(awk -v n="$GOT" -v s="$START" -v e="$END" 'BEGIN { print n / (e - s) }')"
+printf '  slot lag now: %s\n' "$(lag)"
+printf '  walrelay metrics:\n'
+curl -fsS "http://$WALRELAY_METRICS_ADDR/metrics" | grep -E '^walrelay_(published_messages_total|confirmed_lsn|slot_lag_bytes)' | sed 's/^/    /'
+
+kill -TERM "$RELAY"
+wait "$RELAY" && echo "  walrelay stopped cleanly (exit 0)" || echo "  walrelay exited with $?"
+trap - EXIT
+[ "$GOT" -ge "$ROWS" ] || { echo "demo: only $GOT of $ROWS messages reached Kafka" >&2; exit 1; }
+echo
+echo "The services keep running: 'make rig-down' stops them."

@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# Test-rig PostgreSQL for walrelay (DESIGN.md section 8).
+#
+#   scripts/pg.sh start          install postgresql-15 if missing, init a private cluster, start it, wait until ready
+#   scripts/pg.sh stop [--purge] fast shutdown (no-op if not running); --purge also removes the cluster
+#   scripts/pg.sh status         exit 0 if running and accepting connections, 3 if not
+#   scripts/pg.sh env            print: export WALRELAY_TEST_PG_URL=...
+#
+# Environment:
+#   WALRELAY_RIG_DIR            state root (default: <repo>/.rig); this cluster lives in $WALRELAY_RIG_DIR/pg
+#   WALRELAY_PG_PORT            TCP port on 127.0.0.1 (default 55432)
+#   WALRELAY_PG_START_TIMEOUT   seconds to wait for readiness (default 60)
+#
+# The cluster: wal_level=logical, loopback only, trust auth for local + 127.0.0.1 (incl. replication),
+# superuser role walrelay (password walrelay, REPLICATION), database walrelay, fsync=off.
+# As root, initdb/postgres run as the `postgres` system user (or a created `walrelay-pg` user if absent).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RIG_DIR="${WALRELAY_RIG_DIR:-$REPO/.rig}"
+PG_DIR="$RIG_DIR/pg"
+DATA="$PG_DIR/data"
+SOCK="$PG_DIR/sock"
+LOG="$PG_DIR/postgres.log"
+PORT="${WALRELAY_PG_PORT:-55432}"
+TIMEOUT="${WALRELAY_PG_START_TIMEOUT:-60}"
+PG_MAJOR=15
+PGBIN="/usr/lib/postgresql/$PG_MAJOR/bin"
+URL="postgres://walrelay:walrelay@127.0.0.1:$PORT/walrelay?sslmode=disable"
+
+log() { echo "pg.sh: $*" >&2; }
+die() { echo "pg.sh: ERROR: $*" >&2; exit 1; }
+
+# Run a command as the cluster owner (root may not run initdb/postgres).
+PG_OS_USER="$(id -un)"
+as_owner() {
+  if [ "$(id -u)" -eq 0 ]; then
+    runuser -u "$PG_OS_USER" -- "$@"
+  else
+    "$@"
+  fi
+}
+
+pick_owner() {
+  [ "$(id -u)" -eq 0 ] || return 0
+  if id -u postgres >/dev/null 2>&1; then
+    PG_OS_USER=postgres
+  else
+    PG_OS_USER=walrelay-pg
+    if ! id -u "$PG_OS_USER" >/dev/null 2>&1; then
+      log "creating system user $PG_OS_USER to own the cluster"
+      useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$PG_OS_USER"
+    fi
+  fi
+}
+
+ensure_installed() {
+  if [ -x "$PGBIN/postgres" ] && [ -x "$PGBIN/initdb" ] && [ -x "$PGBIN/pg_ctl" ]; then
+    return 0
+  fi
+  [ "$(id -u)" -eq 0 ] || die "$PGBIN/postgres is missing and we are not root: apt-get install -y postgresql-$PG_MAJOR"
+  log "installing postgresql-$PG_MAJOR (Debian package)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "postgresql-$PG_MAJOR" >/dev/null
+  [ -x "$PGBIN/postgres" ] || die "postgresql-$PG_MAJOR installed but $PGBIN/postgres is still missing"
+}
+
+ensure_rig_dir() {
+  if [ ! -d "$RIG_DIR" ]; then
+    mkdir -p "$RIG_DIR"
+    chmod 0755 "$RIG_DIR"
+  fi
+  # Keep the state folder out of git without touching the repo's .gitignore.
+  [ -f "$RIG_DIR/.gitignore" ] || printf '*\n' >"$RIG_DIR/.gitignore"
+}
+
+running() {
+  [ -f "$DATA/PG_VERSION" ] || return 1
+  as_owner "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1
+}
+
+ready() {
+  "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -d postgres -U postgres -t 2 >/dev/null 2>&1
+}
+
+fail_with_log() {
+  echo "pg.sh: ERROR: $*" >&2
+  if [ -f "$LOG" ]; then
+    echo "----- last 40 lines of $LOG -----" >&2
+    tail -n 40 "$LOG" >&2 || true
+    echo "-----" >&2
+  fi
+  exit 1
+}
+
+write_config() {
+  # Rewritten on every start so port/settings changes take effect; included from postgresql.conf.
+  as_owner tee "$DATA/walrelay-rig.conf" >/dev/null <<EOF
+# written by scripts/pg.sh on every start; do not edit
+listen_addresses = '127.0.0.1'
+port = $PORT
+unix_socket_directories = '$SOCK'
+wal_level = logical
+max_replication_slots = 20
+max_wal_senders = 20
+wal_sender_timeout = 60s
+max_connections = 100
+fsync = off
+full_page_writes = off
+logging_collector = off
+log_line_prefix = '%m [%p] %q%u@%d '
+log_min_messages = warning
+log_min_error_statement = error
+EOF
+  as_owner tee "$DATA/pg_hba.conf" >/dev/null <<'EOF'
+# written by scripts/pg.sh: test rig only, trust on loopback (password auth comes later)
+# TYPE  DATABASE     USER  ADDRESS        METHOD
+local   all          all                  trust
+host    all          all   127.0.0.1/32   trust
+local   replication  all                  trust
+host    replication  all   127.0.0.1/32   trust
+EOF
+}
+
+init_cluster() {
+  log "initdb in $DATA (owner $PG_OS_USER)"
+  rm -rf "$DATA"
+  mkdir -p "$DATA" "$SOCK"
+  if [ "$(id -u)" -eq 0 ]; then
+    chown -R "$PG_OS_USER:" "$PG_DIR"
+    as_owner test -x "$PG_DIR" || die "user $PG_OS_USER cannot reach $PG_DIR (a parent folder is not traversable); set WALRELAY_RIG_DIR to e.g. /tmp/walrelay-rig"
+  fi
+  chmod 0700 "$DATA"
+  as_owner "$PGBIN/initdb" -D "$DATA" -U postgres -A trust -E UTF8 --locale=C -N >"$PG_DIR/initdb.log" 2>&1 \
+    || { cat "$PG_DIR/initdb.log" >&2; die "initdb failed"; }
+  echo "include_if_exists = 'walrelay-rig.conf'" | as_owner tee -a "$DATA/postgresql.conf" >/dev/null
+}
+
+psql_su() {
+  "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres "$@"
+}
+
+ensure_role_and_db() {
+  psql_su -d postgres -c "DO \$\$ BEGIN
+      IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'walrelay') THEN
+        CREATE ROLE walrelay LOGIN SUPERUSER REPLICATION PASSWORD 'walrelay';
+      ELSE
+        ALTER ROLE walrelay LOGIN SUPERUSER REPLICATION PASSWORD 'walrelay';
+      END IF;
+    END \$\$;" >/dev/null
+  if [ "$(psql_su -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'walrelay'")" != "1" ]; then
+    psql_su -d postgres -c "CREATE DATABASE walrelay OWNER walrelay" >/dev/null
+  fi
+}
+
+cmd_start() {
+  pick_owner
+  ensure_installed
+  ensure_rig_dir
+  mkdir -p "$PG_DIR"
+  if running; then
+    if ready; then
+      log "already running on 127.0.0.1:$PORT"
+      return 0
+    fi
+    log "postmaster is up but not answering on port $PORT yet; waiting"
+  else
+    if [ ! -f "$DATA/PG_VERSION" ]; then
+      init_cluster
+    elif [ "$(cat "$DATA/PG_VERSION")" != "$PG_MAJOR" ]; then
+      log "cluster in $DATA is from PostgreSQL $(cat "$DATA/PG_VERSION"); re-creating"
+      init_cluster
+    fi
+    mkdir -p "$SOCK"
+    [ "$(id -u)" -ne 0 ] || chown "$PG_OS_USER:" "$PG_DIR" "$SOCK"
+    [ "$(id -u)" -ne 0 ] || { touch "$LOG"; chown "$PG_OS_USER:" "$LOG"; }
+    write_config
+    log "starting on 127.0.0.1:$PORT (log: $LOG)"
+    # setsid: the postmaster gets its own session, so it outlives the calling shell/job.
+    local -a runas=()
+    [ "$(id -u)" -ne 0 ] || runas=(runuser -u "$PG_OS_USER" --)
+    setsid -w "${runas[@]}" "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t "$TIMEOUT" start >/dev/null 2>&1 \
+      || fail_with_log "pg_ctl start failed"
+  fi
+  local deadline=$((SECONDS + TIMEOUT))
+  until ready; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      fail_with_log "PostgreSQL did not become ready on 127.0.0.1:$PORT within ${TIMEOUT}s"
+    fi
+    if ! running; then
+      fail_with_log "PostgreSQL exited during startup"
+    fi
+    sleep 0.2
+  done
+  ensure_role_and_db || fail_with_log "could not create role/database walrelay"
+  log "ready: $URL"
+}
+
+cmd_stop() {
+  local purge=0
+  for a in "$@"; do
+    case "$a" in
+      --purge | --purge-all) purge=1 ;;
+      *) die "stop: unknown argument $a" ;;
+    esac
+  done
+  pick_owner
+  if [ -x "$PGBIN/pg_ctl" ] && running; then
+    log "stopping (fast)"
+    as_owner "$PGBIN/pg_ctl" -D "$DATA" -m fast -w -t 60 stop >/dev/null \
+      || { log "fast stop failed; trying immediate"; as_owner "$PGBIN/pg_ctl" -D "$DATA" -m immediate -w stop >/dev/null; }
+  else
+    log "not running"
+  fi
+  if [ "$purge" -eq 1 ] && [ -e "$PG_DIR" ]; then
+    log "removing $PG_DIR"
+    rm -rf "$PG_DIR"
+  fi
+}
+
+cmd_status() {
+  pick_owner
+  if [ -x "$PGBIN/pg_ctl" ] && running && ready; then
+    echo "postgres: running on 127.0.0.1:$PORT, data $DATA, url $URL"
+    return 0
+  fi
+  echo "postgres: not running (data $DATA)"
+  return 3
+}
+
+cmd_env() {
+  echo "export WALRELAY_TEST_PG_URL='$URL'"
+}
+
+case "${1:-}" in
+  start) shift; cmd_start "$@" ;;
+  stop) shift; cmd_stop "$@" ;;
+  status) shift; cmd_status "$@" ;;
+  env) shift; cmd_env "$@" ;;
+  *) echo "usage: $0 {start|stop [--purge]|status|env}" >&2; exit 2 ;;
+esac

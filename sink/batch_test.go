@@ -1,0 +1,87 @@
+package sink
+
+import (
+	"testing"
+	"time"
+)
+
+func records(n, wire int, at time.Time) []*record {
+	rs := make([]*record, n)
+	for i := range rs {
+		rs[i] = &record{token: uint64(i), wire: wire, size: wire, time: at}
+	}
+	return rs
+}
+
+func TestBatchLen(t *testing.T) {
+	tests := []struct {
+		name              string
+		n, wire           int
+		maxMsgs, maxBytes int
+		want              int
+	}{
+		{"empty", 0, 10, 5, 1000, 0},
+		{"under both bounds", 3, 10, 5, 1000, 3},
+		{"message bound", 10, 10, 5, 1000, 5},
+		{"byte bound", 10, 100, 50, batchOverhead + 350, 3},
+		{"exactly at byte bound", 4, 100, 50, batchOverhead + 400, 4},
+		{"one oversized record goes alone", 3, 5000, 50, 1000, 1},
+	}
+	for _, tt := range tests {
+		if got := batchLen(records(tt.n, tt.wire, time.Time{}), tt.maxMsgs, tt.maxBytes); got != tt.want {
+			t.Errorf("%s: batchLen = %d; want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestPartitionTake(t *testing.T) {
+	cfg := Config{Linger: 5 * time.Millisecond, BatchMaxMessages: 4, BatchMaxBytes: 1 << 20}
+	t0 := time.Unix(1000, 0)
+	newP := func(rs []*record) *partition {
+		p := newPartition(topicPartition{"t", 0}, nil)
+		for _, r := range rs {
+			p.push(r)
+		}
+		return p
+	}
+
+	p := newP(nil)
+	if b, wait, done := p.take(t0, false, &cfg); b != nil || wait != 0 || done {
+		t.Errorf("empty: take = %d records, wait %v, done %v; want nothing, wait 0 (for a push), not done", len(b), wait, done)
+	}
+	if _, _, done := p.take(t0, true, &cfg); !done {
+		t.Errorf("empty and closing: done = false; want true")
+	}
+
+	p = newP(records(2, 10, t0))
+	if b, wait, _ := p.take(t0.Add(2*time.Millisecond), false, &cfg); b != nil || wait != 3*time.Millisecond {
+		t.Errorf("lingering: take = %d records, wait %v; want none, wait 3ms", len(b), wait)
+	}
+	if b, _, _ := p.take(t0.Add(5*time.Millisecond), false, &cfg); len(b) != 2 {
+		t.Errorf("linger over: take = %d records; want 2", len(b))
+	}
+
+	p = newP(records(2, 10, t0))
+	if b, _, _ := p.take(t0, true, &cfg); len(b) != 2 {
+		t.Errorf("closing: take = %d records; want 2 without lingering", len(b))
+	}
+
+	p = newP(records(9, 10, t0))
+	var sizes []int
+	for {
+		b, _, _ := p.take(t0, false, &cfg)
+		if b == nil {
+			break
+		}
+		sizes = append(sizes, len(b))
+	}
+	if len(sizes) != 2 || sizes[0] != 4 || sizes[1] != 4 {
+		t.Errorf("full batches at once: sizes %v; want [4 4] and 1 record left lingering", sizes)
+	}
+	if b, _, _ := p.take(t0, true, &cfg); len(b) != 1 || b[0].token != 8 {
+		t.Errorf("rest: %d records; want the last one, token 8", len(b))
+	}
+	if p.wire != 0 || len(p.queue) != 0 {
+		t.Errorf("after draining: wire %d, queue %d; want 0, 0", p.wire, len(p.queue))
+	}
+}

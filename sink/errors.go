@@ -1,0 +1,138 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+
+	"github.com/walrelay/walrelay/schema"
+)
+
+// ErrClosed is returned by Publish after Close.
+var ErrClosed = errors.New("sink is closed")
+
+// Error is a permanent failure: Kafka refused a batch (or the sink refused a
+// message) in a way that retrying cannot fix. None of the batch was acked.
+// Run returns it and Publish returns it from then on; the caller stops and
+// replays from its last confirmed position, or parks the message.
+type Error struct {
+	Topic string
+	// Partition is -1 when the message failed before it was routed.
+	Partition int
+	// MessageID and Token are those of the first message of the failed batch
+	// or, when Kafka named a record of the batch, of that record.
+	MessageID schema.MessageID
+	Token     uint64
+	Err       error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("publish message %s to topic %q partition %d: %v", e.MessageID, e.Topic, e.Partition, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// errClass is how the sink reacts to an error.
+type errClass int
+
+const (
+	// classTransient: retry the same batch after a backoff.
+	classTransient errClass = iota
+	// classPermanent: Kafka refused the records; fail the sink.
+	classPermanent
+	// classUnknown: not recognised; retried like a transient error, because
+	// only Kafka's own verdict (an error code) condemns a message, and a
+	// retry can duplicate but never lose or reorder.
+	classUnknown
+)
+
+func (c errClass) String() string {
+	switch c {
+	case classTransient:
+		return "transient"
+	case classPermanent:
+		return "permanent"
+	default:
+		return "unknown"
+	}
+}
+
+// classify sorts a produce or metadata error by behaviour. The caller checks
+// its own context first: a deadline here is the per-request WriteTimeout.
+func classify(err error) errClass {
+	var kerr kafka.Error
+	switch {
+	case errors.As(err, &kerr):
+		if kerr.Temporary() || retriableCode(kerr) {
+			return classTransient
+		}
+		return classPermanent
+	case errors.Is(err, protocol.ErrNoTopic), errors.Is(err, protocol.ErrNoPartition), errors.Is(err, protocol.ErrNoLeader):
+		// The transport's cached cluster layout lags behind a new topic or a
+		// leader election; it refreshes itself.
+		return classTransient
+	case isNetworkError(err):
+		return classTransient
+	default:
+		return classUnknown
+	}
+}
+
+// retriableCode lists codes the Java client retries (they are
+// RetriableException or InvalidMetadataException there) but kafka-go's
+// Error.Temporary does not.
+func retriableCode(e kafka.Error) bool {
+	switch e {
+	case kafka.BrokerNotAvailable, kafka.ReplicaNotAvailable, kafka.KafkaStorageError:
+		return true
+	}
+	return false
+}
+
+func isNetworkError(err error) bool {
+	var nerr net.Error
+	return errors.As(err, &nerr) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// backoff is the wait before retry number attempt (0 for the first retry):
+// full jitter over an exponential ceiling min*2^attempt capped at max.
+// rnd returns a value in [0, n).
+func backoff(attempt int, min, max time.Duration, rnd func(n int64) int64) time.Duration {
+	ceiling := min
+	for i := 0; i < attempt && ceiling < max; i++ {
+		ceiling *= 2
+	}
+	if ceiling > max {
+		ceiling = max
+	}
+	return time.Duration(rnd(int64(ceiling) + 1))
+}
+
+func jitter(n int64) int64 { return rand.Int64N(n) }
+
+// sleep waits d or until one of the channels is closed, and reports whether
+// the whole wait passed.
+func sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-stop:
+		return false
+	}
+}

@@ -1,0 +1,84 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+)
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want errClass
+	}{
+		{"not enough replicas", kafka.NotEnoughReplicas, classTransient},
+		{"not leader, wrapped with message", fmt.Errorf("%w: moved", kafka.NotLeaderForPartition), classTransient},
+		{"request timed out", kafka.RequestTimedOut, classTransient},
+		{"leader not available", kafka.LeaderNotAvailable, classTransient},
+		{"broker not available", kafka.BrokerNotAvailable, classTransient},
+		{"unknown topic or partition (produce)", kafka.UnknownTopicOrPartition, classTransient},
+		{"message too large", kafka.MessageSizeTooLarge, classPermanent},
+		{"record list too large", kafka.RecordListTooLarge, classPermanent},
+		{"invalid record", kafka.InvalidRecord, classPermanent},
+		{"topic authorization", fmt.Errorf("produce: %w", kafka.TopicAuthorizationFailed), classPermanent},
+		{"invalid topic", kafka.InvalidTopic, classPermanent},
+		{"unsupported version", kafka.UnsupportedVersion, classPermanent},
+		{"unknown server error", kafka.Unknown, classPermanent},
+		{"transport has no topic yet", protocol.NewErrNoTopic("t"), classTransient},
+		{"transport has no leader", fmt.Errorf("x: %w", protocol.NewErrNoLeader("t", 1)), classTransient},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, classTransient},
+		{"connection reset", fmt.Errorf("read: %w", syscall.ECONNRESET), classTransient},
+		{"unexpected EOF", io.ErrUnexpectedEOF, classTransient},
+		{"per-request deadline", context.DeadlineExceeded, classTransient},
+		{"something else", errors.New("surprise"), classUnknown},
+	}
+	for _, tt := range tests {
+		if got := classify(tt.err); got != tt.want {
+			t.Errorf("%s: classify(%v) = %v; want %v", tt.name, tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestBackoffBounds(t *testing.T) {
+	const lo, hi = 100 * time.Millisecond, 10 * time.Second
+	top := func(n int64) int64 { return n - 1 } // the largest value rnd may return
+	tests := []struct {
+		attempt int
+		want    time.Duration
+	}{
+		{0, lo}, {1, 2 * lo}, {3, 8 * lo}, {6, 6400 * time.Millisecond}, {7, hi}, {100, hi}, {1 << 30, hi},
+	}
+	for _, tt := range tests {
+		if got := backoff(tt.attempt, lo, hi, top); got != tt.want {
+			t.Errorf("backoff(%d) ceiling = %v; want %v", tt.attempt, got, tt.want)
+		}
+		if got := backoff(tt.attempt, lo, hi, func(int64) int64 { return 0 }); got != 0 {
+			t.Errorf("backoff(%d) floor = %v; want 0 (full jitter)", tt.attempt, got)
+		}
+	}
+	for range 1000 {
+		if d := backoff(5, lo, hi, jitter); d < 0 || d > 32*lo {
+			t.Fatalf("backoff(5) = %v; want within [0, %v]", d, 32*lo)
+		}
+	}
+}
+
+func TestRecordErrorNamesLowestIndex(t *testing.T) {
+	res := &kafka.ProduceResponse{
+		Error:        kafka.InvalidRecord,
+		RecordErrors: map[int]error{4: errors.New("bad four"), 2: errors.New("bad two")},
+	}
+	e := newRecordError(res)
+	if e.index != 2 || !errors.Is(e, kafka.InvalidRecord) {
+		t.Errorf("newRecordError = index %d, %v; want index 2 wrapping InvalidRecord", e.index, e)
+	}
+}

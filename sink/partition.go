@@ -1,0 +1,249 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+)
+
+// partition is the queue of one topic-partition. Publish pushes; one worker
+// goroutine takes batches, sends one at a time and acks each before it takes
+// the next, so a later batch never reaches Kafka before an earlier one is
+// acknowledged.
+type partition struct {
+	topicPartition
+	published prometheus.Counter
+	wake      chan struct{} // capacity 1: a push, or Close
+
+	mu    sync.Mutex
+	queue []*record
+	wire  int // estimated encoded bytes queued
+}
+
+func newPartition(tp topicPartition, published prometheus.Counter) *partition {
+	return &partition{topicPartition: tp, published: published, wake: make(chan struct{}, 1)}
+}
+
+func (p *partition) push(r *record) {
+	p.mu.Lock()
+	p.queue = append(p.queue, r)
+	p.wire += r.wire
+	p.mu.Unlock()
+	signal(p.wake)
+}
+
+// take removes and returns the next batch if one is due at now: the queue
+// holds a full batch, the sink is closing, or the oldest record has lingered
+// long enough. Otherwise it returns how long to wait (0: wait for a push).
+// done is true when the queue is empty and the sink is closing.
+func (p *partition) take(now time.Time, closing bool, cfg *Config) (batch []*record, wait time.Duration, done bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 {
+		return nil, 0, closing
+	}
+	full := len(p.queue) >= cfg.BatchMaxMessages || batchOverhead+p.wire >= cfg.BatchMaxBytes
+	if wait = p.queue[0].time.Add(cfg.Linger).Sub(now); !full && !closing && wait > 0 {
+		return nil, wait, false
+	}
+	n := batchLen(p.queue, cfg.BatchMaxMessages, cfg.BatchMaxBytes)
+	batch = make([]*record, n)
+	copy(batch, p.queue)
+	for i := range n {
+		p.wire -= p.queue[i].wire
+		p.queue[i] = nil // let the acked records go
+	}
+	p.queue = p.queue[n:]
+	return batch, 0, false
+}
+
+// batchLen is how many records from the front of queue make one batch: at
+// most maxMsgs, and at most maxBytes of estimated encoding, but at least one
+// (a record larger than maxBytes goes alone, and Kafka judges it).
+func batchLen(queue []*record, maxMsgs, maxBytes int) int {
+	size := batchOverhead
+	for i, r := range queue {
+		if i == maxMsgs || i > 0 && size+r.wire > maxBytes {
+			return i
+		}
+		size += r.wire
+	}
+	return len(queue)
+}
+
+// work is the goroutine of partition p: it sends batch after batch until the
+// queue is drained after Close (nil), a batch fails for good (*Error), or ctx
+// is done.
+func (s *Sink) work(ctx context.Context, p *partition) error {
+	for {
+		batch, err := s.nextBatch(ctx, p)
+		if err != nil || batch == nil {
+			return err
+		}
+		if err := s.send(ctx, p, batch); err != nil {
+			var perm *Error
+			if errors.As(err, &perm) {
+				return s.fail(err)
+			}
+			return err
+		}
+		s.ack(p, batch)
+	}
+}
+
+// nextBatch waits for the next due batch of p; nil, nil means drained.
+func (s *Sink) nextBatch(ctx context.Context, p *partition) ([]*record, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		batch, wait, done := p.take(s.now(), s.closing.Load(), &s.cfg)
+		if batch != nil || done {
+			return batch, nil
+		}
+		var expired <-chan time.Time
+		if wait > 0 {
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			expired = timer.C
+		}
+		select {
+		case <-p.wake:
+		case <-expired:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// send produces batch to p with acks=all, retrying transient failures with
+// backoff until Kafka acknowledges it or ctx is done. Each retry sends the
+// same records again, so it may duplicate them but never reorders or skips.
+func (s *Sink) send(ctx context.Context, p *partition, batch []*record) error {
+	for attempt := 0; ; attempt++ {
+		err := s.produce(ctx, p, batch)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		class := classify(err)
+		var rerr *recordError
+		if errors.As(err, &rerr) {
+			class = classPermanent
+		}
+		s.m.errors.WithLabelValues(class.String()).Inc()
+		if class == classPermanent {
+			return batchError(p, batch, err)
+		}
+		d := backoff(attempt, s.cfg.RetryBackoffMin, s.cfg.RetryBackoffMax, s.rnd)
+		s.log.Warn("produce failed, retrying the batch",
+			zap.String("topic", p.topic), zap.Int("partition", p.id), zap.Int("messages", len(batch)),
+			zap.Stringer("first_message_id", batch[0].id), zap.Int("attempt", attempt+1),
+			zap.Duration("backoff", d), zap.Stringer("class", class), zap.Error(err))
+		s.m.retries.Inc()
+		if !sleep(ctx, nil, d) {
+			return ctx.Err()
+		}
+	}
+}
+
+// produce sends batch once. Success means the broker answered without a
+// partition error and without record errors.
+func (s *Sink) produce(ctx context.Context, p *partition, batch []*record) error {
+	res, err := s.prod.Produce(ctx, &kafka.ProduceRequest{
+		Topic:        p.topic,
+		Partition:    p.id,
+		RequiredAcks: kafka.RequireAll,
+		Records:      kafka.NewRecordReader(kafkaRecords(batch)...),
+	})
+	switch {
+	case err != nil:
+		return err
+	case res == nil:
+		return errors.New("no produce response")
+	case len(res.RecordErrors) > 0:
+		return newRecordError(res)
+	default:
+		return res.Error
+	}
+}
+
+// kafkaRecords makes fresh record values for one attempt: kafka-go reads the
+// key and value readers to the end when it encodes them.
+func kafkaRecords(batch []*record) []kafka.Record {
+	out := make([]kafka.Record, len(batch))
+	for i, r := range batch {
+		out[i] = kafka.Record{
+			Time:    r.time,
+			Key:     kafka.NewBytes(r.key),
+			Value:   kafka.NewBytes(r.value),
+			Headers: r.headers,
+		}
+	}
+	return out
+}
+
+// ack reports every record of an acknowledged batch, in order, and frees its
+// in-flight room.
+func (s *Sink) ack(p *partition, batch []*record) {
+	size := 0
+	s.ackMu.Lock()
+	for _, r := range batch {
+		s.onAck(r.token)
+		size += r.size
+	}
+	s.ackMu.Unlock()
+	p.published.Add(float64(len(batch)))
+	s.inflight.release(len(batch), size)
+}
+
+// recordError is a produce response that rejected single records of the
+// batch (Produce v8+): always permanent, the records are invalid.
+type recordError struct {
+	index int // lowest rejected batch index
+	err   error
+}
+
+func newRecordError(res *kafka.ProduceResponse) *recordError {
+	e := &recordError{index: -1}
+	for i, err := range res.RecordErrors {
+		if e.index < 0 || i < e.index {
+			e.index, e.err = i, err
+		}
+	}
+	if res.Error != nil {
+		e.err = fmt.Errorf("%w: record %d: %v", res.Error, e.index, e.err)
+	} else {
+		e.err = fmt.Errorf("record %d: %w", e.index, e.err)
+	}
+	return e
+}
+
+func (e *recordError) Error() string { return e.err.Error() }
+func (e *recordError) Unwrap() error { return e.err }
+
+// batchError names the batch that failed for good: its topic, partition and
+// first message, or the message Kafka singled out.
+func batchError(p *partition, batch []*record, err error) *Error {
+	r := batch[0]
+	var rerr *recordError
+	if errors.As(err, &rerr) && rerr.index >= 0 && rerr.index < len(batch) {
+		r = batch[rerr.index]
+	}
+	return &Error{Topic: p.topic, Partition: p.id, MessageID: r.id, Token: r.token,
+		Err: fmt.Errorf("kafka refused a batch of %d messages starting with %s: %w", len(batch), batch[0].id, err)}
+}

@@ -1,0 +1,214 @@
+package sink
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/walrelay/walrelay/schema"
+)
+
+// Header keys the sink sets itself (CloudEvents Kafka binary binding, plus
+// the aggregate's type and version). An entry of the headers column with one
+// of these keys, in any case, is skipped: it must not override them.
+const (
+	headerSpecVersion      = "ce_specversion"
+	headerID               = "ce_id"
+	headerType             = "ce_type"
+	headerSource           = "ce_source"
+	headerSubject          = "ce_subject"
+	headerTime             = "ce_time"
+	headerContentType      = "content-type"
+	headerAggregateType    = "aggregate_type"
+	headerAggregateVersion = "aggregate_version"
+)
+
+var reservedHeaders = []string{
+	headerSpecVersion, headerID, headerType, headerSource, headerSubject, headerTime,
+	headerContentType, headerAggregateType, headerAggregateVersion,
+}
+
+func isReservedHeader(key string) bool {
+	for _, r := range reservedHeaders {
+		if strings.EqualFold(key, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// record is a message as the sink holds it from Publish until Kafka has
+// acknowledged it. Its fields are immutable, so a retry sends the same bytes.
+type record struct {
+	token   uint64
+	id      schema.MessageID
+	key     []byte
+	value   []byte
+	headers []kafka.Header
+	// time is the Kafka record timestamp: when Publish accepted the message,
+	// as the Java producer stamps its send time.
+	time time.Time
+	// size is schema.Message.Size, for the in-flight bounds.
+	size int
+	// wire estimates the encoded size, for the batch byte bound.
+	wire int
+}
+
+// newRecord builds the Kafka record of m. It does not validate m.
+func newRecord(m *schema.Message, token uint64, source string, now time.Time) *record {
+	r := &record{
+		token:   token,
+		id:      m.ID,
+		key:     []byte(m.AggregateID),
+		value:   m.Payload,
+		headers: buildHeaders(m, source),
+		time:    now,
+		size:    m.Size(),
+	}
+	r.wire = recordOverhead + len(r.key) + len(r.value)
+	for _, h := range r.headers {
+		r.wire += headerOverhead + len(h.Key) + len(h.Value)
+	}
+	return r
+}
+
+// Upper bounds of the varints and fixed fields of a v2 record and header.
+const (
+	recordOverhead = 1 + 10 + 5 + 5 + 5 + 5 + 5
+	headerOverhead = 5 + 5
+	// batchOverhead is a record batch header plus the produce request's
+	// topic and partition framing, roughly.
+	batchOverhead = 61 + 64
+)
+
+// buildHeaders returns the record headers of m: the CloudEvents attributes,
+// aggregate_type and aggregate_version, then every entry of the headers
+// column whose key is not one of those. Empty optional attributes (ce_time of
+// a zero OccurredAt, an empty content type or aggregate type, a missing
+// version) are left out. All values share one allocation.
+func buildHeaders(m *schema.Message, source string) []kafka.Header {
+	b := headerBuilder{
+		hs:  make([]kafka.Header, 0, len(reservedHeaders)+len(m.Headers)),
+		buf: make([]byte, 0, headerValueCap(m, source)),
+	}
+	b.add(headerSpecVersion, "1.0")
+	b.addID(m.ID)
+	b.add(headerType, m.Type)
+	b.add(headerSource, source)
+	b.add(headerSubject, m.AggregateID)
+	if !m.OccurredAt.IsZero() {
+		start := len(b.buf)
+		b.buf = m.OccurredAt.UTC().AppendFormat(b.buf, time.RFC3339Nano)
+		b.cut(headerTime, start)
+	}
+	b.addOptional(headerContentType, m.ContentType)
+	b.addOptional(headerAggregateType, m.AggregateType)
+	if m.HasVersion {
+		start := len(b.buf)
+		b.buf = strconv.AppendInt(b.buf, m.AggregateVersion, 10)
+		b.cut(headerAggregateVersion, start)
+	}
+	for _, h := range m.Headers {
+		if !isReservedHeader(h.Key) {
+			b.add(h.Key, h.Value)
+		}
+	}
+	return b.hs
+}
+
+// headerValueCap is the byte length of every header value buildHeaders may
+// write: the strings, plus 36 for the id, 40 for the time, 20 for the version.
+func headerValueCap(m *schema.Message, source string) int {
+	n := len("1.0") + 36 + len(m.Type) + len(source) + len(m.AggregateID) + 40 +
+		len(m.ContentType) + len(m.AggregateType) + 20
+	for _, h := range m.Headers {
+		n += len(h.Value)
+	}
+	return n
+}
+
+// headerBuilder appends header values to one buffer and slices them out.
+// Should the buffer grow after all, earlier values keep pointing at the old
+// array, which stays valid: the capacity only saves allocations.
+type headerBuilder struct {
+	hs  []kafka.Header
+	buf []byte
+}
+
+func (b *headerBuilder) add(key, value string) {
+	start := len(b.buf)
+	b.buf = append(b.buf, value...)
+	b.cut(key, start)
+}
+
+func (b *headerBuilder) addOptional(key, value string) {
+	if value != "" {
+		b.add(key, value)
+	}
+}
+
+func (b *headerBuilder) addID(id schema.MessageID) {
+	start := len(b.buf)
+	b.buf = appendMessageID(b.buf, id)
+	b.cut(headerID, start)
+}
+
+// appendMessageID appends the 8-4-4-4-12 form of id, as id.String() gives
+// it, without the intermediate string.
+func appendMessageID(dst []byte, id schema.MessageID) []byte {
+	dst = hex.AppendEncode(dst, id[0:4])
+	dst = append(dst, '-')
+	dst = hex.AppendEncode(dst, id[4:6])
+	dst = append(dst, '-')
+	dst = hex.AppendEncode(dst, id[6:8])
+	dst = append(dst, '-')
+	dst = hex.AppendEncode(dst, id[8:10])
+	dst = append(dst, '-')
+	return hex.AppendEncode(dst, id[10:])
+}
+
+func (b *headerBuilder) cut(key string, start int) {
+	end := len(b.buf)
+	b.hs = append(b.hs, kafka.Header{Key: key, Value: b.buf[start:end:end]})
+}
+
+// topicFor routes m: its own Topic when set, else the template with
+// {aggregate_type} and {type} replaced.
+func topicFor(template string, m *schema.Message) string {
+	if m.Topic != "" {
+		return m.Topic
+	}
+	if !strings.Contains(template, "{") {
+		return template
+	}
+	t := strings.ReplaceAll(template, "{aggregate_type}", m.AggregateType)
+	return strings.ReplaceAll(t, "{type}", m.Type)
+}
+
+// maxTopicLen is Kafka's limit on topic names.
+const maxTopicLen = 249
+
+// validateTopic applies Kafka's rule for topic names (Topic.validate in the
+// Java client), so that a bad name gets a precise error before any request.
+func validateTopic(name string) error {
+	if name == "" {
+		return fmt.Errorf("topic name is empty")
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("topic name %q is not allowed", name)
+	}
+	if len(name) > maxTopicLen {
+		return fmt.Errorf("topic name %q is longer than %d characters", name, maxTopicLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c == '.' || c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return fmt.Errorf("topic name %q: only ASCII letters, digits, '.', '_' and '-' are allowed", name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package sink
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/walrelay/walrelay/schema"
+)
+
+func testMessage() *schema.Message {
+	return &schema.Message{
+		ID:               schema.MessageID{0xf4, 0x7a, 0xc1, 0x0b, 0x58, 0xcc, 0x43, 0x72, 0xa5, 0x67, 0x0e, 0x02, 0xb3, 0xc4, 0x79, 0xd0},
+		AggregateType:    "order",
+		AggregateID:      "order-42",
+		AggregateVersion: 7,
+		HasVersion:       true,
+		Type:             "order.submitted.v1",
+		Payload:          []byte(`{"total":12}`),
+		ContentType:      "application/json",
+		Headers:          []schema.Header{{Key: "traceparent", Value: "00-abc-def-01"}},
+		OccurredAt:       time.Date(2024, 5, 6, 9, 8, 7, 123456789, time.FixedZone("CEST", 2*3600)),
+	}
+}
+
+func headerMap(t *testing.T, hs []kafka.Header) map[string]string {
+	t.Helper()
+	m := make(map[string]string, len(hs))
+	for _, h := range hs {
+		if _, dup := m[h.Key]; dup {
+			t.Errorf("header %q appears twice", h.Key)
+		}
+		m[h.Key] = string(h.Value)
+	}
+	return m
+}
+
+func TestBuildHeaders(t *testing.T) {
+	got := headerMap(t, buildHeaders(testMessage(), "walrelay-test"))
+	want := map[string]string{
+		"ce_specversion":    "1.0",
+		"ce_id":             "f47ac10b-58cc-4372-a567-0e02b3c479d0",
+		"ce_type":           "order.submitted.v1",
+		"ce_source":         "walrelay-test",
+		"ce_subject":        "order-42",
+		"ce_time":           "2024-05-06T07:08:07.123456789Z",
+		"content-type":      "application/json",
+		"aggregate_type":    "order",
+		"aggregate_version": "7",
+		"traceparent":       "00-abc-def-01",
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d headers %v; want %d", len(got), got, len(want))
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("header %q = %q; want %q", k, got[k], v)
+		}
+	}
+}
+
+func TestBuildHeadersOmitsEmptyOptionals(t *testing.T) {
+	m := testMessage()
+	m.OccurredAt, m.HasVersion, m.ContentType, m.AggregateType, m.Headers = time.Time{}, false, "", "", nil
+	got := headerMap(t, buildHeaders(m, "s"))
+	for _, k := range []string{"ce_time", "aggregate_version", "content-type", "aggregate_type"} {
+		if v, ok := got[k]; ok {
+			t.Errorf("header %q = %q; want it omitted", k, v)
+		}
+	}
+	for _, k := range []string{"ce_specversion", "ce_id", "ce_type", "ce_source", "ce_subject"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("header %q missing", k)
+		}
+	}
+}
+
+func TestBuildHeadersColumnCannotOverride(t *testing.T) {
+	m := testMessage()
+	m.Headers = []schema.Header{
+		{Key: "ce_id", Value: "forged"},
+		{Key: "CE_Source", Value: "forged"},
+		{Key: "content-type", Value: "text/plain"},
+		{Key: "aggregate_version", Value: "999"},
+		{Key: "correlation_id", Value: "c-1"},
+		{Key: "ce_traceparent", Value: "kept: not one the sink sets"},
+	}
+	got := headerMap(t, buildHeaders(m, "walrelay"))
+	if got["ce_id"] != m.ID.String() || got["ce_source"] != "walrelay" || got["content-type"] != "application/json" || got["aggregate_version"] != "7" {
+		t.Errorf("headers column overrode the sink's own: %v", got)
+	}
+	if _, ok := got["CE_Source"]; ok {
+		t.Errorf("header CE_Source kept; want it skipped (case-insensitive match of ce_source)")
+	}
+	if got["correlation_id"] != "c-1" || got["ce_traceparent"] == "" {
+		t.Errorf("ordinary headers lost: %v", got)
+	}
+}
+
+func TestAppendMessageIDMatchesString(t *testing.T) {
+	id := testMessage().ID
+	if got, want := string(appendMessageID(nil, id)), id.String(); got != want {
+		t.Errorf("appendMessageID = %q; want %q", got, want)
+	}
+}
+
+func TestTopicFor(t *testing.T) {
+	tests := []struct {
+		template, topic, aggType, typ string
+		want                          string
+	}{
+		{"outbox.{aggregate_type}", "", "order", "order.submitted.v1", "outbox.order"},
+		{"events.{aggregate_type}.{type}", "", "order", "submitted", "events.order.submitted"},
+		{"outbox.{aggregate_type}", "explicit", "order", "x", "explicit"},
+		{"single-topic", "", "order", "x", "single-topic"},
+		{"{type}-{type}", "", "a", "b", "b-b"},
+	}
+	for _, tt := range tests {
+		m := &schema.Message{Topic: tt.topic, AggregateType: tt.aggType, Type: tt.typ}
+		if got := topicFor(tt.template, m); got != tt.want {
+			t.Errorf("topicFor(%q, topic=%q type=%q agg=%q) = %q; want %q", tt.template, tt.topic, tt.typ, tt.aggType, got, tt.want)
+		}
+	}
+}
+
+func TestValidateTopic(t *testing.T) {
+	for _, ok := range []string{"outbox.order", "a", "A-b_c.9", strings.Repeat("x", 249)} {
+		if err := validateTopic(ok); err != nil {
+			t.Errorf("validateTopic(%q) = %v; want nil", ok, err)
+		}
+	}
+	for _, bad := range []string{"", ".", "..", "has space", "outbox.{aggregate_type}", "ümlaut", strings.Repeat("x", 250)} {
+		if err := validateTopic(bad); err == nil {
+			t.Errorf("validateTopic(%q) = nil; want an error", bad)
+		}
+	}
+}
+
+func TestNewRecord(t *testing.T) {
+	m := testMessage()
+	now := time.Unix(1700000000, 0)
+	r := newRecord(m, 99, "walrelay", now)
+	if r.token != 99 || r.id != m.ID || string(r.key) != m.AggregateID || string(r.value) != string(m.Payload) || !r.time.Equal(now) {
+		t.Errorf("newRecord = %+v; want token 99, key %q, value %q, time %v", r, m.AggregateID, m.Payload, now)
+	}
+	if r.size != m.Size() {
+		t.Errorf("size = %d; want Message.Size() %d", r.size, m.Size())
+	}
+	if min := len(m.AggregateID) + len(m.Payload); r.wire <= min {
+		t.Errorf("wire = %d; want more than key+value %d", r.wire, min)
+	}
+}

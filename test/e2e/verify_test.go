@@ -1,0 +1,241 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// parseKcat reads kcat -J output: one JSON object per record, headers as a
+// flat [key, value, key, value, ...] array.
+func parseKcat(out []byte) ([]record, error) {
+	var recs []record
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var raw struct {
+			Topic     string    `json:"topic"`
+			Partition int32     `json:"partition"`
+			Offset    int64     `json:"offset"`
+			Key       *string   `json:"key"`
+			Payload   *string   `json:"payload"`
+			Headers   []*string `json:"headers"`
+		}
+		if err := json.Unmarshal(line, &raw); err != nil {
+			return nil, fmt.Errorf("%w in %q", err, line)
+		}
+		r := record{Topic: raw.Topic, Partition: raw.Partition, Offset: raw.Offset, Key: raw.Key, Payload: raw.Payload, Headers: map[string]string{}}
+		for i := 0; i+1 < len(raw.Headers); i += 2 {
+			if raw.Headers[i] == nil {
+				continue
+			}
+			v := ""
+			if raw.Headers[i+1] != nil {
+				v = *raw.Headers[i+1]
+			}
+			if _, dup := r.Headers[*raw.Headers[i]]; dup {
+				return nil, fmt.Errorf("header %q twice at %s/%d@%d", *raw.Headers[i], r.Topic, r.Partition, r.Offset)
+			}
+			r.Headers[*raw.Headers[i]] = v
+		}
+		recs = append(recs, r)
+	}
+	return recs, sc.Err()
+}
+
+// row is one outbox row as the database holds it, in the text forms
+// pgoutput sends.
+type row struct {
+	ID            string
+	AggregateType string
+	AggregateID   string
+	Version       *int64
+	Type          string
+	Payload       string
+	Headers       map[string]any
+	OccurredAt    time.Time
+	Topic         *string
+}
+
+func (f *fixture) outboxRows() []row {
+	f.t.Helper()
+	rows, err := f.db.Query(context.Background(), `SELECT message_id::text, aggregate_type, aggregate_id, aggregate_version,
+		type, payload::text, headers::text, occurred_at, topic FROM `+f.table)
+	must(f.t, err, "read outbox")
+	defer rows.Close()
+	var out []row
+	for rows.Next() {
+		var r row
+		var headers *string
+		must(f.t, rows.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.Version, &r.Type, &r.Payload, &headers, &r.OccurredAt, &r.Topic), "scan outbox row")
+		if headers != nil {
+			must(f.t, json.Unmarshal([]byte(*headers), &r.Headers), "headers of %s", r.ID)
+		}
+		out = append(out, r)
+	}
+	must(f.t, rows.Err(), "read outbox")
+	return out
+}
+
+func (f *fixture) expectedTopic(r row) string {
+	if r.Topic != nil {
+		return *r.Topic
+	}
+	return f.topic(r.AggregateType)
+}
+
+// report is what the verifier found.
+type report struct {
+	expected, delivered int
+	lost                []string
+	duplicates          int
+	unexpected          []string
+	mismatches          []string
+	outOfOrder          []string
+	splitAggregates     []string
+}
+
+func (r report) String() string {
+	return fmt.Sprintf("expected %d, delivered %d, lost %d, duplicates %d, unexpected %d, mismatched %d, out of order %d, split aggregates %d",
+		r.expected, r.delivered, len(r.lost), r.duplicates, len(r.unexpected), len(r.mismatches), len(r.outOfOrder), len(r.splitAggregates))
+}
+
+// verify reads every topic the rows should be in and checks each row is
+// there exactly as specified, and each aggregate's versions are in commit
+// order (1, 2, 3, ... after dropping repeats of a message_id) in one
+// partition.
+func (f *fixture) verify(rows []row) report {
+	f.t.Helper()
+	want := map[string]row{}
+	topics := map[string]bool{}
+	for _, r := range rows {
+		want[r.ID] = r
+		topics[f.expectedTopic(r)] = true
+	}
+	rep := report{expected: len(rows)}
+	seen := map[string]bool{}
+	type pos struct {
+		partition int32
+		offset    int64
+		version   int64
+	}
+	byAggregate := map[string][]pos{}
+	partitionOf := map[string]int32{}
+	var names []string
+	for tp := range topics {
+		names = append(names, tp)
+	}
+	sort.Strings(names)
+	for _, topic := range names {
+		recs := f.readTopic(topic)
+		sort.Slice(recs, func(i, j int) bool {
+			if recs[i].Partition != recs[j].Partition {
+				return recs[i].Partition < recs[j].Partition
+			}
+			return recs[i].Offset < recs[j].Offset
+		})
+		for _, rec := range recs {
+			rep.delivered++
+			id := rec.Headers["ce_id"]
+			r, ok := want[id]
+			if !ok {
+				rep.unexpected = append(rep.unexpected, fmt.Sprintf("%s/%d@%d ce_id=%q", topic, rec.Partition, rec.Offset, id))
+				continue
+			}
+			if seen[id] {
+				rep.duplicates++
+				continue
+			}
+			seen[id] = true
+			if problem := checkRecord(r, rec, topic, f.expectedTopic(r)); problem != "" {
+				rep.mismatches = append(rep.mismatches, id+": "+problem)
+			}
+			agg := r.AggregateType + "/" + r.AggregateID
+			if p, ok := partitionOf[agg]; ok && p != rec.Partition {
+				rep.splitAggregates = append(rep.splitAggregates, fmt.Sprintf("%s in partitions %d and %d", agg, p, rec.Partition))
+			}
+			partitionOf[agg] = rec.Partition
+			if r.Version != nil {
+				byAggregate[agg] = append(byAggregate[agg], pos{rec.Partition, rec.Offset, *r.Version})
+			}
+		}
+	}
+	for id := range want {
+		if !seen[id] {
+			rep.lost = append(rep.lost, id)
+		}
+	}
+	for agg, ps := range byAggregate {
+		for i, p := range ps {
+			if p.version != int64(i+1) {
+				rep.outOfOrder = append(rep.outOfOrder, fmt.Sprintf("%s: version %d at position %d (partition %d offset %d)", agg, p.version, i+1, p.partition, p.offset))
+				break
+			}
+		}
+	}
+	return rep
+}
+
+// checkRecord compares one record with its row; "" when they agree.
+func checkRecord(r row, rec record, topic, wantTopic string) string {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if topic != wantTopic {
+		add("topic %q; want %q", topic, wantTopic)
+	}
+	if rec.Key == nil || *rec.Key != r.AggregateID {
+		add("key %v; want %q", deref(rec.Key), r.AggregateID)
+	}
+	if rec.Payload == nil || *rec.Payload != r.Payload {
+		add("value %v; want %q", deref(rec.Payload), r.Payload)
+	}
+	wantHeaders := map[string]string{
+		"ce_specversion": "1.0",
+		"ce_id":          r.ID,
+		"ce_type":        r.Type,
+		"ce_source":      "walrelay",
+		"ce_subject":     r.AggregateID,
+		"content-type":   "application/json",
+		"aggregate_type": r.AggregateType,
+	}
+	if r.Version != nil {
+		wantHeaders["aggregate_version"] = strconv.FormatInt(*r.Version, 10)
+	}
+	for k, v := range r.Headers {
+		if s, ok := v.(string); ok && !strings.HasPrefix(k, "ce_") {
+			wantHeaders[k] = s
+		}
+	}
+	for k, v := range wantHeaders {
+		if got, ok := rec.Headers[k]; !ok || got != v {
+			add("header %s = %q; want %q", k, got, v)
+		}
+	}
+	ceTime, err := time.Parse(time.RFC3339Nano, rec.Headers["ce_time"])
+	if err != nil || !ceTime.Equal(r.OccurredAt) {
+		add("header ce_time = %q; want %s", rec.Headers["ce_time"], r.OccurredAt.UTC().Format(time.RFC3339Nano))
+	}
+	for k := range rec.Headers {
+		if _, ok := wantHeaders[k]; !ok && k != "ce_time" {
+			add("unexpected header %s", k)
+		}
+	}
+	return strings.Join(problems, "; ")
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<null>"
+	}
+	return strconv.Quote(*s)
+}
