@@ -23,14 +23,13 @@ PGBIN=/usr/lib/postgresql/15/bin
 say() { printf '\n== %s\n' "$*"; }
 
 say "fresh demo database walrelay_demo"
-psql -q "$ADMIN_URL" -v ON_ERROR_STOP=1 <<'SQL'
+PGOPTIONS='-c client_min_messages=warning' psql -qAt "$ADMIN_URL" -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
 SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = 'walrelay_demo' AND NOT active;
 DROP DATABASE IF EXISTS walrelay_demo WITH (FORCE);
 CREATE DATABASE walrelay_demo;
 SQL
 psql -q "$DB_URL" -v ON_ERROR_STOP=1 -f scripts/demo/orders.sql
 bin/walrelay schema | psql -q "$DB_URL" -v ON_ERROR_STOP=1
-kcat -b "$WALRELAY_TEST_KAFKA_BROKERS" -C -t outbox.order -o end -e -q >/dev/null 2>&1 || true
 
 export WALRELAY_POSTGRES_URL="$DB_URL"
 export WALRELAY_KAFKA_BROKERS="$WALRELAY_TEST_KAFKA_BROKERS"
@@ -48,34 +47,39 @@ trap 'kill $RELAY 2>/dev/null || true' EXIT
 sleep 1
 kill -0 "$RELAY" 2>/dev/null || { cat "$STATE/walrelay.log"; exit 1; }
 
-offsets() { # total records in outbox.order, summed over partitions
-  kcat -b "$WALRELAY_TEST_KAFKA_BROKERS" -C -t outbox.order -o beginning -e -q -f '.\n' 2>/dev/null | wc -l
+offsets() { # records in outbox.order: the sum of its partitions' end offsets
+  local parts args=()
+  parts=$(kcat -b "$WALRELAY_TEST_KAFKA_BROKERS" -L -t outbox.order 2>/dev/null | awk '$1 == "partition" { sub(",", "", $2); print $2 }')
+  [ -n "$parts" ] || { echo 0; return; }
+  for p in $parts; do args+=(-t "outbox.order:$p:-1"); done
+  kcat -b "$WALRELAY_TEST_KAFKA_BROKERS" -Q "${args[@]}" 2>/dev/null | awk '{ n += $NF } END { print n + 0 }'
 }
 lag() {
   psql -Atq "$DB_URL" -c "SELECT pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)) FROM pg_replication_slots WHERE slot_name = 'walrelay_demo'"
 }
 
+BASE=$(offsets) # the topic outlives earlier demo runs: count only this run's records
 say "writing orders at $RATE/s for ${SECONDS_TO_RUN}s (order row + outbox row in one transaction)"
-"$PGBIN/pgbench" -n -q -f scripts/demo/order.sql -c 4 -j 2 -R "$RATE" -T "$SECONDS_TO_RUN" "$DB_URL" >"$STATE/pgbench.log" 2>&1 &
+"$PGBIN/pgbench" -n -f scripts/demo/order.sql -c 4 -j 2 -R "$RATE" -T "$SECONDS_TO_RUN" "$DB_URL" >"$STATE/pgbench.log" 2>&1 &
 BENCH=$!
 START=$(date +%s.%N)
 while kill -0 "$BENCH" 2>/dev/null; do
   sleep 2
   printf '  outbox rows %6s | in Kafka %6s | slot lag %s\n' \
-    "$(psql -Atq "$DB_URL" -c 'SELECT count(*) FROM outbox_messages')" "$(offsets)" "$(lag)"
+    "$(psql -Atq "$DB_URL" -c 'SELECT count(*) FROM outbox_messages')" "$(($(offsets) - BASE))" "$(lag)"
 done
 wait "$BENCH" || { cat "$STATE/pgbench.log"; exit 1; }
 ROWS=$(psql -Atq "$DB_URL" -c 'SELECT count(*) FROM outbox_messages')
 for _ in $(seq 1 60); do
-  [ "$(offsets)" -ge "$ROWS" ] && break
+  [ "$(($(offsets) - BASE))" -ge "$ROWS" ] && break
   sleep 0.5
 done
 END=$(date +%s.%N)
-GOT=$(offsets)
+GOT=$(($(offsets) - BASE))
 sleep 2 # one more status interval, so the slot confirms the end
 
 say "three of the messages, as a consumer sees them"
-kcat -b "$WALRELAY_TEST_KAFKA_BROKERS" -C -t outbox.order -o beginning -c 3 -q \
+kcat -b "$WALRELAY_TEST_KAFKA_BROKERS" -C -t outbox.order -o "-3" -e -q \
   -f 'partition %p offset %o key %k\n  headers %h\n  value %s\n'
 
 say "result"
