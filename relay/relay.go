@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -132,6 +133,9 @@ func (r *Relay) Run(ctx context.Context, pub Publisher) error {
 		}
 	})
 	err := g.Wait()
+	if err != nil && ctx.Err() != nil && hard.Err() != nil && errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("in-flight messages did not finish within the shutdown timeout (%s); they will be published again on the next start", r.cfg.ShutdownTimeout)
+	}
 	r.logEnd(err)
 	return err
 }

@@ -227,6 +227,11 @@ func (s *Stream) observeWALEnd(end pglogrepl.LSN) {
 // deliver hands ev to out, sending status updates while it waits so that a
 // blocked consumer (Kafka down) never silences the connection.
 func (s *Stream) deliver(ctx context.Context, out chan<- Event, pos Position, ev Event) error {
+	select {
+	case out <- ev: // the common case: the consumer keeps up
+		return nil
+	default:
+	}
 	for {
 		timer := time.NewTimer(time.Until(s.nextStatus))
 		select {
