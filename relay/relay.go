@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"math/rand/v2"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
 )
 
@@ -26,6 +24,25 @@ type Config struct {
 	// EventBuffer is the number of replication events queued between the
 	// stream and the pump. Defaults to 1024.
 	EventBuffer int
+	// RestartBackoffMin and RestartBackoffMax bound the exponential backoff,
+	// with full jitter, between sessions after a transient failure (a lost
+	// connection to PostgreSQL, say). Default to 1s and 30s.
+	RestartBackoffMin, RestartBackoffMax time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.EventBuffer <= 0 {
+		c.EventBuffer = 1024
+	}
+	if c.RestartBackoffMin <= 0 {
+		c.RestartBackoffMin = time.Second
+	}
+	if c.RestartBackoffMax < c.RestartBackoffMin {
+		c.RestartBackoffMax = max(30*time.Second, c.RestartBackoffMin)
+	}
 }
 
 // stream is the replication side, as the relay uses it (slot.Stream).
@@ -40,173 +57,85 @@ type Publisher interface {
 	Close()
 }
 
-// Relay runs one pipeline from a slot to Kafka.
+// Parts are the pieces of one session, all new: a stream, a decoder and a
+// publisher whose acknowledgements go to ack.
+type Parts struct {
+	Stream    stream
+	Decoder   *decoder.Decoder
+	Publisher Publisher
+}
+
+// Factory builds the parts of a session; ack is the publisher's
+// acknowledgement callback.
+type Factory func(ack func(token uint64)) (Parts, error)
+
+// Relay runs sessions from a slot to Kafka: one at a time, a new one after a
+// transient failure.
 type Relay struct {
-	cfg    Config
-	log    *zap.Logger
-	stream stream
-	dec    *decoder.Decoder
-
-	mu sync.Mutex
-	tr *checkpoint.Tracker // nil until the stream's Start event
-
-	cur    checkpoint.TxnID // the open transaction; pump goroutine only
-	failed chan error
+	cfg     Config
+	log     *zap.Logger
+	factory Factory
 }
 
 // New builds a relay; it starts nothing.
-func New(cfg Config, log *zap.Logger, st stream, dec *decoder.Decoder) *Relay {
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 30 * time.Second
-	}
-	if cfg.EventBuffer <= 0 {
-		cfg.EventBuffer = 1024
-	}
-	return &Relay{cfg: cfg, log: log, stream: st, dec: dec, failed: make(chan error, 1)}
+func New(cfg Config, log *zap.Logger, factory Factory) *Relay {
+	cfg.setDefaults()
+	return &Relay{cfg: cfg, log: log, factory: factory}
 }
 
-// Ack records that Kafka acknowledged one message published with token. It
-// is the sink's AckFunc and is safe for concurrent use.
-func (r *Relay) Ack(token uint64) {
-	r.mu.Lock()
-	err := r.tr.Ack(checkpoint.TxnID(token))
-	r.mu.Unlock()
-	if err != nil {
-		r.fail(fmt.Errorf("acknowledgement out of step with the confirm rule: %w", err))
-	}
-}
-
-// Safe is the position the stream may confirm.
-func (r *Relay) Safe() pglogrepl.LSN {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.tr == nil {
-		return 0
-	}
-	return r.tr.Safe()
-}
-
-func (r *Relay) fail(err error) {
-	select {
-	case r.failed <- err:
-	default:
-	}
-}
-
-// Run streams until ctx is done or something fails. On a stop by ctx it
-// stops receiving, lets in-flight batches finish (up to ShutdownTimeout),
-// confirms what is done and returns nil. pub must have been built with
-// r.Ack as its acknowledgement callback.
-func (r *Relay) Run(ctx context.Context, pub Publisher) error {
-	// The group outlives ctx by up to ShutdownTimeout, so that a stop drains
-	// instead of abandoning what Kafka is about to acknowledge.
-	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelHard()
-	stopTimer := context.AfterFunc(ctx, func() {
-		time.AfterFunc(r.cfg.ShutdownTimeout, cancelHard)
-	})
-	defer stopTimer()
-
-	g, gctx := errgroup.WithContext(hard)
-	recvCtx, cancelRecv := context.WithCancel(gctx)
-	defer cancelRecv()
-	stopRecv := context.AfterFunc(ctx, cancelRecv)
-	defer stopRecv()
-
-	events := make(chan slot.Event, r.cfg.EventBuffer)
-	drained := make(chan struct{})
-	g.Go(func() error { return r.stream.Run(recvCtx, events, r.Safe, drained) })
-	g.Go(func() error {
-		defer pub.Close()
-		return r.pump(gctx, events, pub)
-	})
-	g.Go(func() error {
-		defer close(drained)
-		return pub.Run(gctx)
-	})
-	g.Go(func() error {
+// Run streams until ctx is done or a failure that a restart cannot mend. A
+// session that fails after the relay has streamed once is replaced by a new
+// one, after a backoff, resuming at the slot's confirmed position; a
+// failure before the first session ever streamed (a wrong address, say) is
+// returned at once, so that bad configuration fails fast. On a stop by ctx,
+// Run drains (see session.run) and returns nil.
+func (r *Relay) Run(ctx context.Context) error {
+	streamed := false
+	backoff := r.cfg.RestartBackoffMin
+	for {
+		s := newSession(r.log, r.cfg)
+		began := time.Now()
+		err := s.run(ctx, r.factory)
+		streamed = streamed || s.started()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if !streamed || permanent(err) {
+			return err
+		}
+		if time.Since(began) > time.Minute {
+			backoff = r.cfg.RestartBackoffMin
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		r.log.Warn("replication session failed; starting a new one from the slot's confirmed position",
+			zap.Error(err), zap.Duration("retry_in", wait))
 		select {
-		case err := <-r.failed:
-			return err
-		case <-drained:
+		case <-ctx.Done():
 			return nil
+		case <-time.After(wait):
 		}
-	})
-	err := g.Wait()
-	if err != nil && ctx.Err() != nil && hard.Err() != nil && errors.Is(err, context.Canceled) {
-		err = fmt.Errorf("in-flight messages did not finish within the shutdown timeout (%s); they will be published again on the next start", r.cfg.ShutdownTimeout)
+		backoff = min(2*backoff, r.cfg.RestartBackoffMax)
 	}
-	r.logEnd(err)
-	return err
 }
 
-func (r *Relay) logEnd(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.tr == nil {
-		return
-	}
-	txns, msgs := r.tr.InFlight()
-	fields := []zap.Field{zap.Stringer("confirmed_lsn", r.tr.Safe()), zap.Int("pending_transactions", txns), zap.Int("pending_messages", msgs)}
-	if err != nil {
-		r.log.Warn("relay stopped on error; pending messages will be replayed on restart", append(fields, zap.Error(err))...)
-		return
-	}
-	r.log.Info("relay stopped", fields...)
+// permanentError marks a failure a new session would meet again.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// permanent reports failures that a restart cannot mend: bad rows, Kafka
+// refusing a message, configuration the preflight rejects, and broken
+// invariants. Everything else (lost connections, mostly) is transient.
+func permanent(err error) bool {
+	var pe *permanentError
+	var bad *decoder.BadRowError
+	var ce *slot.ConfigError
+	var refused *sink.Error
+	return errors.As(err, &pe) || errors.As(err, &bad) || errors.As(err, &ce) || errors.As(err, &refused)
 }
 
-// pump consumes the stream in WAL order until it is closed.
-func (r *Relay) pump(ctx context.Context, events <-chan slot.Event, pub Publisher) error {
-	for ev := range events {
-		if err := r.apply(ctx, ev, pub); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (r *Relay) apply(ctx context.Context, ev slot.Event, pub Publisher) error {
-	switch ev.Kind {
-	case slot.KindStart:
-		r.mu.Lock()
-		r.tr = checkpoint.New(ev.Pos)
-		r.mu.Unlock()
-		return nil
-	case slot.KindKeepalive:
-		r.mu.Lock()
-		r.tr.Keepalive(ev.Pos)
-		r.mu.Unlock()
-		return nil
-	case slot.KindData:
-		return r.decode(ctx, ev, pub)
-	}
-	return fmt.Errorf("unknown stream event kind %d", ev.Kind)
-}
-
-func (r *Relay) decode(ctx context.Context, ev slot.Event, pub Publisher) error {
-	e, err := r.dec.Decode(ev.Data)
-	if err != nil {
-		return fmt.Errorf("decode wal at %s: %w", ev.Pos, err)
-	}
-	switch e.Kind {
-	case decoder.KindBegin:
-		r.mu.Lock()
-		r.cur, err = r.tr.Begin()
-		r.mu.Unlock()
-	case decoder.KindMessage:
-		r.mu.Lock()
-		err = r.tr.Add(r.cur)
-		r.mu.Unlock()
-		if err == nil {
-			err = pub.Publish(ctx, e.Message, uint64(r.cur))
-		}
-	case decoder.KindCommit:
-		r.mu.Lock()
-		err = r.tr.Commit(r.cur, e.EndLSN)
-		r.mu.Unlock()
-	}
-	if err != nil {
-		return fmt.Errorf("wal at %s: %w", ev.Pos, err)
-	}
-	return nil
+// errorf wraps a permanent failure.
+func errorf(format string, args ...any) error {
+	return &permanentError{fmt.Errorf(format, args...)}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,9 +22,11 @@ import (
 type fakeStream struct {
 	feed     chan slot.Event
 	finalPos chan pglogrepl.LSN
+	pos      atomic.Pointer[slot.Position]
 }
 
 func (f *fakeStream) Run(ctx context.Context, out chan<- slot.Event, pos slot.Position, drained <-chan struct{}) error {
+	f.pos.Store(&pos)
 	defer func() { f.finalPos <- pos() }()
 	for {
 		select {
@@ -118,6 +121,7 @@ func insertMsg(id, aggregateID string) []byte {
 type harness struct {
 	t      *testing.T
 	r      *Relay
+	ack    func(uint64)
 	stream *fakeStream
 	sink   *fakeSink
 	cancel context.CancelFunc
@@ -135,11 +139,29 @@ func newHarness(t *testing.T) *harness {
 		sink:   &fakeSink{published: make(chan published, 100), closed: make(chan struct{})},
 		done:   make(chan error, 1),
 	}
-	h.r = New(Config{ShutdownTimeout: 5 * time.Second}, zaptest.NewLogger(t), h.stream, dec)
+	acks := make(chan func(uint64), 1)
+	h.r = New(Config{ShutdownTimeout: 5 * time.Second}, zaptest.NewLogger(t), func(ack func(uint64)) (Parts, error) {
+		acks <- ack
+		return Parts{Stream: h.stream, Decoder: dec, Publisher: h.sink}, nil
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
-	go func() { h.done <- h.r.Run(ctx, h.sink) }()
+	go func() { h.done <- h.r.Run(ctx) }()
+	h.ack = <-acks
 	return h
+}
+
+// safe is the position the stream would confirm now.
+func (h *harness) safe() pglogrepl.LSN {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.stream.pos.Load() == nil {
+		if time.Now().After(deadline) {
+			h.t.Fatal("the stream never ran")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return (*h.stream.pos.Load())()
 }
 
 func (h *harness) feed(kind slot.Kind, pos pglogrepl.LSN, data []byte) {
@@ -160,9 +182,9 @@ func (h *harness) published() published {
 func (h *harness) waitSafe(want pglogrepl.LSN) {
 	h.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for h.r.Safe() != want {
+	for h.safe() != want {
 		if time.Now().After(deadline) {
-			h.t.Fatalf("Safe() = %s; want %s", h.r.Safe(), want)
+			h.t.Fatalf("Safe() = %s; want %s", h.safe(), want)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -172,7 +194,7 @@ func (h *harness) waitSafe(want pglogrepl.LSN) {
 func (h *harness) stays(want pglogrepl.LSN) {
 	h.t.Helper()
 	time.Sleep(20 * time.Millisecond)
-	if got := h.r.Safe(); got != want {
+	if got := h.safe(); got != want {
 		h.t.Fatalf("Safe() = %s; want it to stay at %s", got, want)
 	}
 }
@@ -190,12 +212,12 @@ func TestRelayConfirmsOnlyWhatKafkaAcknowledged(t *testing.T) {
 		t.Fatalf("published %q (token %d), %q (token %d); want o-1 and o-2 of one transaction", a.m.AggregateID, a.token, b.m.AggregateID, b.token)
 	}
 	// Acked before the Commit arrives: nothing to confirm yet.
-	h.r.Ack(b.token)
+	h.ack(b.token)
 	h.feed(slot.KindData, 190, commitMsg(190, 200))
 	// A keepalive while a message is unacknowledged must be ignored.
 	h.feed(slot.KindKeepalive, 300, nil)
 	h.stays(100)
-	h.r.Ack(a.token)
+	h.ack(a.token)
 	h.waitSafe(200)
 	// Now nothing is in flight: the next keepalive is taken.
 	h.feed(slot.KindKeepalive, 400, nil)
@@ -228,5 +250,82 @@ func TestRelayHaltsOnABadRowWithoutConfirmingIt(t *testing.T) {
 	}
 	if got := <-h.stream.finalPos; got != 100 {
 		t.Errorf("final status position = %s; want the start position 0/64", got)
+	}
+}
+
+// streamFunc is a stream made of one function.
+type streamFunc func(ctx context.Context, out chan<- slot.Event, pos slot.Position, drained <-chan struct{}) error
+
+func (f streamFunc) Run(ctx context.Context, out chan<- slot.Event, pos slot.Position, drained <-chan struct{}) error {
+	return f(ctx, out, pos, drained)
+}
+
+// failingAfterStart delivers Start, then fails like a lost connection.
+func failingAfterStart(ctx context.Context, out chan<- slot.Event, _ slot.Position, drained <-chan struct{}) error {
+	defer close(out)
+	out <- slot.Event{Kind: slot.KindStart, Pos: 100}
+	return errors.New("receive from slot: unexpected EOF")
+}
+
+// streamingUntilStopped delivers Start and streams until ctx is done.
+func streamingUntilStopped(ctx context.Context, out chan<- slot.Event, _ slot.Position, drained <-chan struct{}) error {
+	out <- slot.Event{Kind: slot.KindStart, Pos: 100}
+	<-ctx.Done()
+	close(out)
+	<-drained
+	return nil
+}
+
+func runWith(t *testing.T, streams ...streamFunc) (calls *atomic.Int32, cancel context.CancelFunc, done chan error) {
+	t.Helper()
+	dec, err := decoder.New(decoder.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls = &atomic.Int32{}
+	r := New(Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond}, zaptest.NewLogger(t),
+		func(ack func(uint64)) (Parts, error) {
+			n := int(calls.Add(1)) - 1
+			st := streams[min(n, len(streams)-1)]
+			return Parts{Stream: st, Decoder: dec, Publisher: &fakeSink{published: make(chan published, 1), closed: make(chan struct{})}}, nil
+		})
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	return calls, cancel, done
+}
+
+func TestRelayStartsANewSessionAfterATransientFailure(t *testing.T) {
+	calls, cancel, done := runWith(t, failingAfterStart, streamingUntilStopped)
+	deadline := time.Now().Add(5 * time.Second)
+	for calls.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no second session after the first one lost its connection")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v; want nil after a stop", err)
+	}
+}
+
+func TestRelayFailsFastWhenItNeverStreamed(t *testing.T) {
+	refused := func(ctx context.Context, out chan<- slot.Event, _ slot.Position, _ <-chan struct{}) error {
+		close(out)
+		return errors.New("connect to postgres: connection refused")
+	}
+	calls, cancel, done := runWith(t, refused)
+	defer cancel()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "connection refused") {
+			t.Fatalf("Run = %v; want the connection error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run kept retrying a relay that never streamed")
+	}
+	if got := calls.Load(); got != 1 {
+		t.Errorf("sessions = %d; want 1", got)
 	}
 }

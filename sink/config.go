@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -45,8 +44,13 @@ type Config struct {
 	// full jitter between retries of a transient failure. Default to 100ms
 	// and 10s.
 	RetryBackoffMin, RetryBackoffMax time.Duration
-	// Registerer, when set, receives the sink's metrics.
-	Registerer prometheus.Registerer
+	// Metrics receive the sink's figures. Defaults to private ones.
+	Metrics *Metrics
+	// Guard, when set, is called before every produce request; an error
+	// stops the sink before it writes (Run returns the error, nothing more
+	// is acknowledged). walrelay passes the leader lease check, so that a
+	// process that lost leadership publishes nothing more.
+	Guard func() error
 	// Transport carries the requests (TLS and SASL go here). Defaults to a
 	// kafka.Transport with a 5s dial timeout.
 	Transport kafka.RoundTripper

@@ -9,7 +9,7 @@ import (
 // not acknowledged yet, so memory stays flat while Kafka is slow or down.
 type inflight struct {
 	maxMsgs, maxBytes int
-	m                 *metrics
+	m                 *Metrics
 
 	mu    sync.Mutex
 	msgs  int
@@ -18,7 +18,11 @@ type inflight struct {
 	freed chan struct{}
 }
 
-func newInflight(maxMsgs, maxBytes int, m *metrics) *inflight {
+func newInflight(maxMsgs, maxBytes int, m *Metrics) *inflight {
+	// A new sink starts empty: what an earlier session left in flight is
+	// gone with it (and will be replayed from the slot).
+	m.inFlightMessages.Set(0)
+	m.inFlightBytes.Set(0)
 	return &inflight{maxMsgs: maxMsgs, maxBytes: maxBytes, m: m, freed: make(chan struct{})}
 }
 

@@ -9,11 +9,7 @@ import (
 
 func testInflight(t *testing.T, maxMsgs, maxBytes int) *inflight {
 	t.Helper()
-	m, err := newMetrics(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newInflight(maxMsgs, maxBytes, m)
+	return newInflight(maxMsgs, maxBytes, NewMetrics(nil))
 }
 
 // acquireAsync starts acquire and returns a channel with its result.

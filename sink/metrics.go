@@ -1,14 +1,12 @@
 package sink
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the sink's Prometheus collectors. Without a Registerer they
-// exist but are not exported.
-type metrics struct {
+// Metrics are the sink's Prometheus collectors. Make them once per process
+// (NewMetrics) and share them between the sinks of successive sessions.
+type Metrics struct {
 	published        *prometheus.CounterVec // by topic
 	inFlightMessages prometheus.Gauge
 	inFlightBytes    prometheus.Gauge
@@ -16,8 +14,9 @@ type metrics struct {
 	errors           *prometheus.CounterVec // by class
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
+// NewMetrics registers the collectors with reg; a nil reg keeps them private.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "walrelay_published_messages_total",
 			Help: "Messages acknowledged by Kafka, by topic.",
@@ -39,13 +38,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Produce and metadata errors, by class (transient, permanent, unknown).",
 		}, []string{"class"}),
 	}
-	if reg == nil {
-		return m, nil
+	if reg != nil {
+		reg.MustRegister(m.published, m.inFlightMessages, m.inFlightBytes, m.retries, m.errors)
 	}
-	for _, c := range []prometheus.Collector{m.published, m.inFlightMessages, m.inFlightBytes, m.retries, m.errors} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register sink metrics: %w", err)
-		}
-	}
-	return m, nil
+	return m
 }

@@ -133,6 +133,11 @@ func (s *Sink) nextBatch(ctx context.Context, p *partition) ([]*record, error) {
 // same records again, so it may duplicate them but never reorders or skips.
 func (s *Sink) send(ctx context.Context, p *partition, batch []*record) error {
 	for attempt := 0; ; attempt++ {
+		if s.cfg.Guard != nil {
+			if err := s.cfg.Guard(); err != nil {
+				return fmt.Errorf("not producing to %s/%d: %w", p.topic, p.id, err)
+			}
+		}
 		err := s.produce(ctx, p, batch)
 		if err == nil {
 			return nil

@@ -35,7 +35,7 @@ type Sink struct {
 	onAck    AckFunc
 	prod     producer
 	meta     metadataClient
-	m        *metrics
+	m        *Metrics
 	inflight *inflight
 	now      func() time.Time
 	rnd      func(int64) int64
@@ -101,9 +101,9 @@ func newSink(cfg Config, log *zap.Logger, onAck AckFunc, prod producer, meta met
 	if log == nil {
 		log = zap.NewNop()
 	}
-	m, err := newMetrics(cfg.Registerer)
-	if err != nil {
-		return nil, err
+	m := cfg.Metrics
+	if m == nil {
+		m = NewMetrics(nil)
 	}
 	return &Sink{
 		cfg:            cfg,

@@ -79,7 +79,7 @@ func testConfig() Config {
 func start(t *testing.T, cfg Config, prod producer, meta metadataClient) *harness {
 	t.Helper()
 	h := &harness{acks: &acks{}, reg: prometheus.NewRegistry(), run: make(chan error, 1)}
-	cfg.Registerer = h.reg
+	cfg.Metrics = NewMetrics(h.reg)
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -566,7 +566,7 @@ func TestNewValidates(t *testing.T) {
 	if _, err := New(Config{Brokers: []string{"h:1"}}, nil, nil); err == nil {
 		t.Errorf("New with nil AckFunc = nil error; want one")
 	}
-	s, err := New(Config{Brokers: []string{"h:1"}, Registerer: prometheus.NewRegistry()}, zaptest.NewLogger(t), ack)
+	s, err := New(Config{Brokers: []string{"h:1"}, Metrics: NewMetrics(prometheus.NewRegistry())}, zaptest.NewLogger(t), ack)
 	if err != nil {
 		t.Fatalf("New(minimal) = %v", err)
 	}
@@ -574,4 +574,47 @@ func TestNewValidates(t *testing.T) {
 		t.Errorf("defaults not applied: %+v", s.cfg)
 	}
 	s.closeTransport()
+}
+
+// Once the guard (the leader lease) fails, no produce request leaves the
+// sink, nothing more is acknowledged, and Run returns the guard's error.
+func TestSinkGuardStopsWritesBeforeTheNextBatch(t *testing.T) {
+	var produced atomic.Int32
+	prod := &fakeProducer{produce: func(context.Context, *kafka.ProduceRequest) (*kafka.ProduceResponse, error) {
+		produced.Add(1)
+		return &kafka.ProduceResponse{}, nil
+	}}
+	var lost atomic.Bool
+	errLost := errors.New("leadership lost")
+	cfg := testConfig()
+	cfg.Guard = func() error {
+		if lost.Load() {
+			return errLost
+		}
+		return nil
+	}
+	h := start(t, cfg, prod, fixedPartitions(1))
+	if err := h.s.Publish(context.Background(), msg(1, "k"), 1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(h.acks.get()) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first message was never acknowledged")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	lost.Store(true)
+	if err := h.s.Publish(context.Background(), msg(2, "k"), 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.wait(t); !errors.Is(err, errLost) {
+		t.Fatalf("Run = %v; want the guard's error", err)
+	}
+	if got := produced.Load(); got != 1 {
+		t.Errorf("produce requests = %d; want 1 (none after the guard failed)", got)
+	}
+	if got := h.acks.get(); len(got) != 1 {
+		t.Errorf("acks = %v; want only the first message", got)
+	}
 }

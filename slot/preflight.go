@@ -27,6 +27,18 @@ type Info struct {
 	WALStatus string
 }
 
+// ConfigError is a preflight verdict: the server, the publication or the
+// slot is not as walrelay needs it. Retrying does not help; an operator
+// has to act.
+type ConfigError struct{ err error }
+
+func (e *ConfigError) Error() string { return e.err.Error() }
+func (e *ConfigError) Unwrap() error { return e.err }
+
+func configErrorf(format string, args ...any) error {
+	return &ConfigError{fmt.Errorf(format, args...)}
+}
+
 // connect opens a normal (non-replication) connection for the preflight.
 func connect(ctx context.Context, cfg *Config) (*pgx.Conn, error) {
 	pc, err := cfg.pgConfig(false)
@@ -52,7 +64,7 @@ func checkServer(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("read wal_level: %w", err)
 	}
 	if level != "logical" {
-		return fmt.Errorf("wal_level is %q; walrelay needs wal_level=logical (set it in postgresql.conf and restart the server)", level)
+		return configErrorf("wal_level is %q; walrelay needs wal_level=logical (set it in postgresql.conf and restart the server)", level)
 	}
 	return nil
 }
@@ -65,7 +77,7 @@ func checkTable(ctx context.Context, conn *pgx.Conn, t schema.Table) error {
 		return fmt.Errorf("look up table %s: %w", t, err)
 	}
 	if !exists {
-		return fmt.Errorf("table %s does not exist (create it with the DDL of `walrelay schema`, or set --table)", t)
+		return configErrorf("table %s does not exist (create it with the DDL of `walrelay schema`, or set --table)", t)
 	}
 	return nil
 }
@@ -107,10 +119,10 @@ func readPublication(ctx context.Context, conn *pgx.Conn, name string) (publicat
 // inserts, and warns when it publishes more than it should.
 func checkPublication(p publication, name string, t schema.Table, log *zap.Logger) error {
 	if !p.exists {
-		return fmt.Errorf("publication %q does not exist (run `walrelay init`)", name)
+		return configErrorf("publication %q does not exist (run `walrelay init`)", name)
 	}
 	if !p.insert {
-		return fmt.Errorf("publication %q does not publish inserts; recreate it with publish = 'insert'", name)
+		return configErrorf("publication %q does not publish inserts; recreate it with publish = 'insert'", name)
 	}
 	covers := false
 	for _, pt := range p.tables {
@@ -119,7 +131,7 @@ func checkPublication(p publication, name string, t schema.Table, log *zap.Logge
 		}
 	}
 	if !covers {
-		return fmt.Errorf("publication %q does not include table %s", name, t)
+		return configErrorf("publication %q does not include table %s", name, t)
 	}
 	if p.update || p.delete || p.truncate || p.all || len(p.tables) > 1 {
 		log.Warn("publication publishes more than inserts into the outbox table; walrelay skips the rest, but decoding it costs time",
@@ -173,16 +185,16 @@ func ReadSlot(ctx context.Context, conn *pgx.Conn, name string) (Info, error) {
 func checkSlot(info Info, name, database string) error {
 	switch {
 	case !info.Exists:
-		return fmt.Errorf("replication slot %q does not exist (run `walrelay init`)", name)
+		return configErrorf("replication slot %q does not exist (run `walrelay init`)", name)
 	case info.Type != "logical" || info.Plugin != "pgoutput":
-		return fmt.Errorf("replication slot %q is a %s slot with plugin %q; walrelay needs a logical pgoutput slot", name, info.Type, info.Plugin)
+		return configErrorf("replication slot %q is a %s slot with plugin %q; walrelay needs a logical pgoutput slot", name, info.Type, info.Plugin)
 	case info.Database != database:
-		return fmt.Errorf("replication slot %q belongs to database %q, not %q", name, info.Database, database)
+		return configErrorf("replication slot %q belongs to database %q, not %q", name, info.Database, database)
 	case info.WALStatus == "lost":
-		return fmt.Errorf("replication slot %q is lost (wal_status=lost): the server removed WAL it still needed, so outbox messages may never have been published; "+
+		return configErrorf("replication slot %q is lost (wal_status=lost): the server removed WAL it still needed, so outbox messages may never have been published; "+
 			"walrelay will not recreate it: reconcile the outbox table with Kafka, then drop the slot and run `walrelay init`", name)
 	case info.ConfirmedFlush == 0:
-		return fmt.Errorf("replication slot %q has no confirmed_flush_lsn; it is not usable for logical decoding", name)
+		return configErrorf("replication slot %q has no confirmed_flush_lsn; it is not usable for logical decoding", name)
 	}
 	return nil
 }

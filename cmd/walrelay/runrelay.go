@@ -37,12 +37,12 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r, pub, err := o.buildRelay(log, reg)
+	r, sinkCfg, err := o.buildRelay(log, reg)
 	if err != nil {
 		return err
 	}
 	checkCtx, cancel := context.WithTimeout(ctx, kafkaCheckTimeout)
-	err = pub.Ping(checkCtx)
+	err = sink.Ping(checkCtx, sinkCfg)
 	cancel()
 	if err != nil {
 		return err
@@ -61,7 +61,7 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 	relayDone := make(chan struct{})
 	g.Go(func() error {
 		defer close(relayDone)
-		return r.Run(gctx, pub)
+		return r.Run(gctx)
 	})
 	if ln != nil {
 		g.Go(func() error { return serveMetrics(ln, reg, relayDone) })
@@ -69,33 +69,43 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 	return g.Wait()
 }
 
-func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer) (*relay.Relay, *sink.Sink, error) {
+// buildRelay wires a relay whose sessions each get a new stream, decoder
+// and sink; the metrics are made once and shared by the sessions.
+func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer) (*relay.Relay, sink.Config, error) {
 	sc, err := o.slotConfig()
 	if err != nil {
-		return nil, nil, err
+		return nil, sink.Config{}, err
 	}
-	stream, err := slot.New(sc, log, slot.NewMetrics(reg))
-	if err != nil {
-		return nil, nil, err
+	decCfg := decoder.Config{Table: sc.Table, Columns: o.Columns}
+	if _, err := decoder.New(decCfg); err != nil {
+		return nil, sink.Config{}, err
 	}
-	dec, err := decoder.New(decoder.Config{Table: sc.Table, Columns: o.Columns})
-	if err != nil {
-		return nil, nil, err
-	}
-	r := relay.New(relay.Config{ShutdownTimeout: o.ShutdownTimeout}, log, stream, dec)
-	pub, err := sink.New(sink.Config{
+	sinkCfg := sink.Config{
 		Brokers:             o.brokers(),
 		TopicTemplate:       o.TopicTemplate,
 		Source:              o.CESource,
 		Linger:              o.KafkaLinger,
 		MaxInFlightMessages: o.MaxInFlightMessages,
 		MaxInFlightBytes:    o.MaxInFlightBytes,
-		Registerer:          reg,
-	}, log, r.Ack)
-	if err != nil {
-		return nil, nil, err
+		Metrics:             sink.NewMetrics(reg),
 	}
-	return r, pub, nil
+	slotMetrics := slot.NewMetrics(reg)
+	factory := func(ack func(uint64)) (relay.Parts, error) {
+		stream, err := slot.New(sc, log, slotMetrics)
+		if err != nil {
+			return relay.Parts{}, err
+		}
+		dec, err := decoder.New(decCfg)
+		if err != nil {
+			return relay.Parts{}, err
+		}
+		pub, err := sink.New(sinkCfg, log, ack)
+		if err != nil {
+			return relay.Parts{}, err
+		}
+		return relay.Parts{Stream: stream, Decoder: dec, Publisher: pub}, nil
+	}
+	return relay.New(relay.Config{ShutdownTimeout: o.ShutdownTimeout}, log, factory), sinkCfg, nil
 }
 
 // serveMetrics serves /metrics and /healthz on ln until done is closed.

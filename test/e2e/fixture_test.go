@@ -33,6 +33,7 @@ type fixture struct {
 	publication string
 	slot        string
 	topicPrefix string
+	rounds      int // write calls so far
 }
 
 // partitions is the partition count of every test topic: more than one, so

@@ -57,10 +57,12 @@ type writer struct {
 	rng      *rand.Rand
 	versions map[string]int64
 	serial   int
+	round    int // the fixture's write call: aggregates are new in each
 }
 
 // write commits l.Rows rows and returns how many were committed.
 func (f *fixture) write(ctx context.Context, l load) (int, error) {
+	f.rounds++
 	per := l.Rows / l.Writers
 	var mu sync.Mutex
 	total := 0
@@ -70,7 +72,7 @@ func (f *fixture) write(ctx context.Context, l load) (int, error) {
 		if w == 0 {
 			rows += l.Rows - per*l.Writers
 		}
-		wr := &writer{f: f, n: w, l: l, rng: rand.New(rand.NewPCG(uint64(w), 42)), versions: map[string]int64{}}
+		wr := &writer{f: f, n: w, l: l, rng: rand.New(rand.NewPCG(uint64(w), uint64(f.rounds))), versions: map[string]int64{}, round: f.rounds}
 		g.Go(func() error {
 			n, err := wr.run(ctx, rows)
 			mu.Lock()
@@ -105,7 +107,7 @@ func (w *writer) run(ctx context.Context, rows int) (int, error) {
 func (w *writer) next() outboxRow {
 	w.serial++
 	k := w.rng.IntN(w.l.AggregatesPerWriter)
-	agg := fmt.Sprintf("w%d-a%d", w.n, k)
+	agg := fmt.Sprintf("r%d-w%d-a%d", w.round, w.n, k)
 	w.versions[agg]++
 	r := outboxRow{
 		id:            newUUID(),
@@ -126,7 +128,7 @@ func (w *writer) next() outboxRow {
 		t := w.f.topicPrefix + ".special"
 		r.topic = &t
 		w.versions[agg]--
-		r.aggregateID = fmt.Sprintf("w%d-special-%d", w.n, w.serial)
+		r.aggregateID = fmt.Sprintf("r%d-w%d-special-%d", w.round, w.n, w.serial)
 		r.version = 1
 	}
 	return r

@@ -201,3 +201,37 @@ func TestIdleSlotKeepsUpWithUnrelatedWrites(t *testing.T) {
 		t.Fatalf("exit code %d; want 0", code)
 	}
 }
+
+// A second relay on the same slot waits while the first streams, and takes
+// over by itself when the slot frees up.
+func TestSecondRelayWaitsForTheSlotAndTakesOver(t *testing.T) {
+	f := newFixture(t, "order")
+	a := f.start()
+	ctx := context.Background()
+	l := load{Writers: 2, Rows: 500, MaxTxRows: 10, AggregatesPerWriter: 5, Types: []string{"order"}}
+	_, err := f.write(ctx, l)
+	must(t, err, "write")
+	f.waitConfirmed(a, f.currentLSN(), time.Minute)
+
+	b := f.run()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(b.stderr.String(), "replication slot is active in another process") {
+		b.running()
+		if time.Now().After(deadline) {
+			t.Fatalf("the second relay never said it waits for the slot:\n%s", b.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code := a.stop(); code != 0 {
+		t.Fatalf("first relay exit code %d; want 0", code)
+	}
+	l.Rows = 700
+	_, err = f.write(ctx, l)
+	must(t, err, "write")
+	took := f.waitConfirmed(b, f.currentLSN(), time.Minute)
+	t.Logf("the second relay confirmed the new rows %s after they were written", took.Round(time.Millisecond))
+	if code := b.stop(); code != 0 {
+		t.Fatalf("second relay exit code %d; want 0", code)
+	}
+	assertClean(t, f.verify(f.outboxRows()), 0)
+}

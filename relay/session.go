@@ -1,0 +1,195 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/walrelay/walrelay/checkpoint"
+	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/slot"
+)
+
+// session is one replication session: one stream, decoder, publisher and
+// confirm-rule tracker, from START_REPLICATION to a stop or a failure.
+type session struct {
+	log *zap.Logger
+	cfg Config
+
+	mu sync.Mutex
+	tr *checkpoint.Tracker // nil until the stream's Start event
+
+	cur    checkpoint.TxnID // the open transaction; pump goroutine only
+	failed chan error
+}
+
+func newSession(log *zap.Logger, cfg Config) *session {
+	return &session{log: log, cfg: cfg, failed: make(chan error, 1)}
+}
+
+// ack records that Kafka acknowledged one message published with token. It
+// is the publisher's acknowledgement callback and is safe for concurrent
+// use.
+func (s *session) ack(token uint64) {
+	s.mu.Lock()
+	err := s.tr.Ack(checkpoint.TxnID(token))
+	s.mu.Unlock()
+	if err != nil {
+		s.fail(errorf("acknowledgement out of step with the confirm rule: %w", err))
+	}
+}
+
+// safe is the position the stream may confirm.
+func (s *session) safe() pglogrepl.LSN {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tr == nil {
+		return 0
+	}
+	return s.tr.Safe()
+}
+
+// started reports whether the stream got as far as replicating.
+func (s *session) started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tr != nil
+}
+
+func (s *session) fail(err error) {
+	select {
+	case s.failed <- err:
+	default:
+	}
+}
+
+// run streams until ctx is done or something fails. On a stop by ctx it
+// stops receiving, lets in-flight batches finish (up to ShutdownTimeout),
+// confirms what is done and returns nil.
+func (s *session) run(ctx context.Context, factory Factory) error {
+	parts, err := factory(s.ack)
+	if err != nil {
+		return errorf("build session: %w", err)
+	}
+	// The group outlives ctx by up to ShutdownTimeout, so that a stop drains
+	// instead of abandoning what Kafka is about to acknowledge.
+	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
+	stopTimer := context.AfterFunc(ctx, func() {
+		time.AfterFunc(s.cfg.ShutdownTimeout, cancelHard)
+	})
+	defer stopTimer()
+
+	g, gctx := errgroup.WithContext(hard)
+	recvCtx, cancelRecv := context.WithCancel(gctx)
+	defer cancelRecv()
+	stopRecv := context.AfterFunc(ctx, cancelRecv)
+	defer stopRecv()
+
+	events := make(chan slot.Event, s.cfg.EventBuffer)
+	drained := make(chan struct{})
+	g.Go(func() error { return parts.Stream.Run(recvCtx, events, s.safe, drained) })
+	g.Go(func() error {
+		defer parts.Publisher.Close()
+		return s.pump(gctx, events, parts.Decoder, parts.Publisher)
+	})
+	g.Go(func() error {
+		defer close(drained)
+		return parts.Publisher.Run(gctx)
+	})
+	g.Go(func() error {
+		select {
+		case err := <-s.failed:
+			return err
+		case <-drained:
+			return nil
+		}
+	})
+	err = g.Wait()
+	if err != nil && ctx.Err() != nil && hard.Err() != nil && errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("in-flight messages did not finish within the shutdown timeout (%s); they will be published again on the next start", s.cfg.ShutdownTimeout)
+	}
+	s.logEnd(err)
+	return err
+}
+
+func (s *session) logEnd(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tr == nil {
+		return
+	}
+	txns, msgs := s.tr.InFlight()
+	fields := []zap.Field{zap.Stringer("confirmed_lsn", s.tr.Safe()), zap.Int("pending_transactions", txns), zap.Int("pending_messages", msgs)}
+	if err != nil {
+		s.log.Warn("relay session ended on error; pending messages will be replayed", append(fields, zap.Error(err))...)
+		return
+	}
+	s.log.Info("relay stopped", fields...)
+}
+
+// pump consumes the stream in WAL order until it is closed.
+func (s *session) pump(ctx context.Context, events <-chan slot.Event, dec *decoder.Decoder, pub Publisher) error {
+	for ev := range events {
+		if err := s.apply(ctx, ev, dec, pub); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *session) apply(ctx context.Context, ev slot.Event, dec *decoder.Decoder, pub Publisher) error {
+	switch ev.Kind {
+	case slot.KindStart:
+		s.mu.Lock()
+		s.tr = checkpoint.New(ev.Pos)
+		s.mu.Unlock()
+		return nil
+	case slot.KindKeepalive:
+		s.mu.Lock()
+		s.tr.Keepalive(ev.Pos)
+		s.mu.Unlock()
+		return nil
+	case slot.KindData:
+		return s.decode(ctx, ev, dec, pub)
+	}
+	return errorf("unknown stream event kind %d", ev.Kind)
+}
+
+func (s *session) decode(ctx context.Context, ev slot.Event, dec *decoder.Decoder, pub Publisher) error {
+	e, err := dec.Decode(ev.Data)
+	if err != nil {
+		var bad *decoder.BadRowError
+		if errors.As(err, &bad) {
+			return fmt.Errorf("wal at %s: %w", ev.Pos, err)
+		}
+		return errorf("decode wal at %s: %w", ev.Pos, err)
+	}
+	switch e.Kind {
+	case decoder.KindBegin:
+		s.mu.Lock()
+		s.cur, err = s.tr.Begin()
+		s.mu.Unlock()
+	case decoder.KindMessage:
+		s.mu.Lock()
+		err = s.tr.Add(s.cur)
+		s.mu.Unlock()
+		if err == nil {
+			return pub.Publish(ctx, e.Message, uint64(s.cur))
+		}
+	case decoder.KindCommit:
+		s.mu.Lock()
+		err = s.tr.Commit(s.cur, e.EndLSN)
+		s.mu.Unlock()
+	}
+	if err != nil {
+		return errorf("wal at %s: %w", ev.Pos, err)
+	}
+	return nil
+}
