@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -72,9 +73,10 @@ type Factory func(ack func(token uint64)) (Parts, error)
 // Relay runs sessions from a slot to Kafka: one at a time, a new one after a
 // transient failure.
 type Relay struct {
-	cfg     Config
-	log     *zap.Logger
-	factory Factory
+	cfg      Config
+	log      *zap.Logger
+	factory  Factory
+	streamed atomic.Bool // some session of this process reached replication
 }
 
 // New builds a relay; it starts nothing.
@@ -86,21 +88,23 @@ func New(cfg Config, log *zap.Logger, factory Factory) *Relay {
 // Run streams until ctx is done or a failure that a restart cannot mend. A
 // session that fails after the relay has streamed once is replaced by a new
 // one, after a backoff, resuming at the slot's confirmed position; a
-// failure before the first session ever streamed (a wrong address, say) is
-// returned at once, so that bad configuration fails fast. On a stop by ctx,
-// Run drains (see session.run) and returns nil.
+// failure before any session of the process ever streamed (a wrong address,
+// say) is returned at once, so that bad configuration fails fast. On a stop
+// by ctx, Run drains (see session.run) and returns nil. Run may be called
+// again after it returned (a new leadership term).
 func (r *Relay) Run(ctx context.Context) error {
-	streamed := false
 	backoff := r.cfg.RestartBackoffMin
 	for {
 		s := newSession(r.log, r.cfg)
 		began := time.Now()
 		err := s.run(ctx, r.factory)
-		streamed = streamed || s.started()
+		if s.started() {
+			r.streamed.Store(true)
+		}
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		if !streamed || permanent(err) {
+		if !r.streamed.Load() || permanent(err) {
 			return err
 		}
 		if time.Since(began) > time.Minute {

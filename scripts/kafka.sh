@@ -6,13 +6,23 @@
 #   scripts/kafka.sh stop [--purge] stop (no-op if not running); --purge also removes data and logs
 #                                   (the fetched jars stay as a cache; --purge-all removes them too)
 #   scripts/kafka.sh status         exit 0 if running and answering, 3 if not
-#   scripts/kafka.sh env            print: export WALRELAY_TEST_KAFKA_BROKERS=...
+#   scripts/kafka.sh env            print: export WALRELAY_TEST_KAFKA_BROKERS=... (and the PROXIED/PROXY pair)
+#
+# Besides the ordinary listener, the broker has a second plain listener, PROXIED, for the fault-injection
+# tests (test/faultproxy): bound on 127.0.0.1:$WALRELAY_KAFKA_PROXIED_PORT but advertised as
+# 127.0.0.1:$WALRELAY_KAFKA_PROXY_PORT, where a test runs a proxy to the PROXIED port. Nothing listens on
+# the proxy port unless a test does.
+#
+# 'start' on a running broker checks that it runs this script's current configuration; if not (say, it
+# was started before the PROXIED listener existed), it stops with an error: run 'scripts/kafka.sh stop'.
 #
 # Environment:
 #   KAFKA_VERSION                     org.apache.kafka:kafka_2.13 version (default 4.4.0; 3.9.x works too)
 #   WALRELAY_RIG_DIR                  state root (default <repo>/.rig); this broker lives in $WALRELAY_RIG_DIR/kafka
 #   WALRELAY_KAFKA_PORT               broker port on 127.0.0.1 (default 59092)
 #   WALRELAY_KAFKA_CONTROLLER_PORT    KRaft controller port on 127.0.0.1 (default 59093)
+#   WALRELAY_KAFKA_PROXIED_PORT       PROXIED listener port on 127.0.0.1 (default 59094)
+#   WALRELAY_KAFKA_PROXY_PORT         port the PROXIED listener is advertised at (default 59095)
 #   WALRELAY_KAFKA_HEAP               max heap (default 512m)
 #   WALRELAY_KAFKA_START_TIMEOUT      seconds to wait for the broker to answer (default 120)
 #   JAVA_HOME                         Java to use (default: `java` on PATH); must be 17 or newer
@@ -33,6 +43,8 @@ VERFILE="$STATE/kafka.version"     # version of the running broker
 DATAVER="$DATA/.walrelay-rig-version" # version that formatted $DATA
 PORT="${WALRELAY_KAFKA_PORT:-59092}"
 CPORT="${WALRELAY_KAFKA_CONTROLLER_PORT:-59093}"
+PROXIED_PORT="${WALRELAY_KAFKA_PROXIED_PORT:-59094}"
+PROXY_PORT="${WALRELAY_KAFKA_PROXY_PORT:-59095}"
 HEAP="${WALRELAY_KAFKA_HEAP:-512m}"
 TIMEOUT="${WALRELAY_KAFKA_START_TIMEOUT:-120}"
 BROKERS="127.0.0.1:$PORT"
@@ -128,9 +140,19 @@ jvm_opts() {
   printf '%s\n' "${o[@]}"
 }
 
-write_conf() {
+render_conf() {
   sed -e "s|@PORT@|$PORT|g" -e "s|@CONTROLLER_PORT@|$CPORT|g" -e "s|@DATA_DIR@|$DATA|g" \
-    "$CONF_SRC/server.properties" >"$CONF"
+    -e "s|@PROXIED_PORT@|$PROXIED_PORT|g" -e "s|@PROXY_PORT@|$PROXY_PORT|g" \
+    "$CONF_SRC/server.properties"
+}
+
+write_conf() {
+  render_conf >"$CONF"
+}
+
+# The running broker was started from $CONF; it is current if $CONF is what we would write now.
+conf_current() {
+  [ -f "$CONF" ] && render_conf | cmp -s - "$CONF"
 }
 
 # Format storage when the data folder is fresh, or was formatted by another Kafka version.
@@ -201,13 +223,15 @@ cmd_start() {
     running_version="$(cat "$VERFILE" 2>/dev/null || echo '?')"
     [ "$running_version" = "$KAFKA_VERSION" ] \
       || die "Kafka $running_version is running (pid $pid), but KAFKA_VERSION=$KAFKA_VERSION was asked for; run 'scripts/kafka.sh stop' first"
+    conf_current \
+      || die "Kafka is running (pid $pid) from $CONF, which differs from what $CONF_SRC/server.properties and the port settings give now; run 'scripts/kafka.sh stop' first"
     wait_ready "$pid"
     log "already running (Kafka $KAFKA_VERSION, pid $pid) on $BROKERS"
     return 0
   fi
   rm -f "$PIDFILE"
   local p
-  for p in "$PORT" "$CPORT"; do
+  for p in "$PORT" "$CPORT" "$PROXIED_PORT"; do
     ! port_open "$p" || die "port 127.0.0.1:$p is already in use by another process"
   done
   ensure_java
@@ -277,6 +301,8 @@ cmd_status() {
 
 cmd_env() {
   echo "export WALRELAY_TEST_KAFKA_BROKERS=$BROKERS"
+  echo "export WALRELAY_TEST_KAFKA_PROXIED=127.0.0.1:$PROXIED_PORT"
+  echo "export WALRELAY_TEST_KAFKA_PROXY=127.0.0.1:$PROXY_PORT"
 }
 
 case "${1:-}" in

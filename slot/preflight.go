@@ -207,6 +207,17 @@ func currentDatabase(ctx context.Context, conn *pgx.Conn) (string, error) {
 	return db, nil
 }
 
+// Preflight checks the server, the table, the publication and the slot as
+// Run will, without replicating: `walrelay run` calls it before it waits for
+// leadership, so that bad configuration fails at once.
+func Preflight(ctx context.Context, cfg Config, log *zap.Logger) (Info, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return Info{}, err
+	}
+	return preflight(ctx, &cfg, log)
+}
+
 // preflight checks everything Run needs and returns the slot's state.
 func preflight(ctx context.Context, cfg *Config, log *zap.Logger) (Info, error) {
 	conn, err := connect(ctx, cfg)

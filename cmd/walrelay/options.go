@@ -29,6 +29,9 @@ type options struct {
 	KafkaLinger         time.Duration
 	MaxInFlightMessages int
 	MaxInFlightBytes    int
+	LeaderRetry         time.Duration
+	LeaderCheck         time.Duration
+	LeaderLease         time.Duration
 	Columns             schema.Columns
 }
 
@@ -93,6 +96,9 @@ func parseOptions(verb string, args []string, stderr io.Writer) (options, error)
 	f.dur(&o.KafkaLinger, "kafka-linger", 5*time.Millisecond, "how long a partition batch waits to fill")
 	f.int(&o.MaxInFlightMessages, "max-in-flight-messages", 10000, "messages handed to Kafka but not yet acknowledged, at most")
 	f.int(&o.MaxInFlightBytes, "max-in-flight-bytes", 64<<20, "bytes handed to Kafka but not yet acknowledged, at most")
+	f.dur(&o.LeaderRetry, "leader-retry-interval", 2*time.Second, "how often a standby tries to become the leader")
+	f.dur(&o.LeaderCheck, "leader-check-interval", time.Second, "how often the leader proves its lock on PostgreSQL")
+	f.dur(&o.LeaderLease, "leader-lease", 5*time.Second, "how long after its last proof the leader may still publish")
 	cols := schema.DefaultColumns()
 	f.str(&o.Columns.MessageID, "column-message-id", cols.MessageID, "column holding the message id (uuid)")
 	f.str(&o.Columns.AggregateType, "column-aggregate-type", cols.AggregateType, "column holding the aggregate type")

@@ -16,13 +16,14 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/leader"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
 )
 
-// kafkaCheckTimeout bounds the start-up check that a broker answers.
-const kafkaCheckTimeout = 15 * time.Second
+// startCheckTimeout bounds the start-up checks of PostgreSQL and Kafka.
+const startCheckTimeout = 30 * time.Second
 
 func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 	o, ok, err := parse("run", args, stderr)
@@ -37,14 +38,15 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r, sinkCfg, err := o.buildRelay(log, reg)
+	elector, err := o.elector(log, reg)
 	if err != nil {
 		return err
 	}
-	checkCtx, cancel := context.WithTimeout(ctx, kafkaCheckTimeout)
-	err = sink.Ping(checkCtx, sinkCfg)
-	cancel()
+	r, sinkCfg, err := o.buildRelay(log, reg, elector.Check)
 	if err != nil {
+		return err
+	}
+	if err := o.preflight(ctx, log, sinkCfg); err != nil {
 		return err
 	}
 	var ln net.Listener
@@ -61,7 +63,7 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 	relayDone := make(chan struct{})
 	g.Go(func() error {
 		defer close(relayDone)
-		return r.Run(gctx)
+		return elector.Run(gctx, r.Run)
 	})
 	if ln != nil {
 		g.Go(func() error { return serveMetrics(ln, reg, relayDone) })
@@ -71,7 +73,8 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 
 // buildRelay wires a relay whose sessions each get a new stream, decoder
 // and sink; the metrics are made once and shared by the sessions.
-func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer) (*relay.Relay, sink.Config, error) {
+// guard is the leader's lease check: the sink calls it before every batch.
+func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard func() error) (*relay.Relay, sink.Config, error) {
 	sc, err := o.slotConfig()
 	if err != nil {
 		return nil, sink.Config{}, err
@@ -88,6 +91,7 @@ func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer) (*relay.
 		MaxInFlightMessages: o.MaxInFlightMessages,
 		MaxInFlightBytes:    o.MaxInFlightBytes,
 		Metrics:             sink.NewMetrics(reg),
+		Guard:               guard,
 	}
 	slotMetrics := slot.NewMetrics(reg)
 	factory := func(ack func(uint64)) (relay.Parts, error) {
@@ -106,6 +110,36 @@ func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer) (*relay.
 		return relay.Parts{Stream: stream, Decoder: dec, Publisher: pub}, nil
 	}
 	return relay.New(relay.Config{ShutdownTimeout: o.ShutdownTimeout}, log, factory), sinkCfg, nil
+}
+
+// elector campaigns for the slot: one walrelay publishes per slot, the
+// others wait as standbys and take over when it goes.
+func (o options) elector(log *zap.Logger, reg prometheus.Registerer) (*leader.Elector, error) {
+	if o.PostgresURL == "" {
+		return nil, fmt.Errorf("--postgres-url (WALRELAY_POSTGRES_URL) is required")
+	}
+	return leader.New(leader.Config{
+		ConnString:    o.PostgresURL,
+		Slot:          o.Slot,
+		RetryInterval: o.LeaderRetry,
+		CheckInterval: o.LeaderCheck,
+		LeaseTimeout:  o.LeaderLease,
+	}, log, reg)
+}
+
+// preflight fails fast, before any waiting for leadership, on what no
+// retry can mend: PostgreSQL unreachable or not set up, Kafka unreachable.
+func (o options) preflight(ctx context.Context, log *zap.Logger, sinkCfg sink.Config) error {
+	sc, err := o.slotConfig()
+	if err != nil {
+		return err
+	}
+	checkCtx, cancel := context.WithTimeout(ctx, startCheckTimeout)
+	defer cancel()
+	if _, err := slot.Preflight(checkCtx, sc, log); err != nil {
+		return err
+	}
+	return sink.Ping(checkCtx, sinkCfg)
 }
 
 // serveMetrics serves /metrics and /healthz on ln until done is closed.
