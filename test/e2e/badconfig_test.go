@@ -9,21 +9,23 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/walrelay/walrelay/test/harness"
 )
 
 // Bad configuration fails fast with one clear line and a non-zero exit.
 func TestBadConfigurationFailsFast(t *testing.T) {
-	f := newFixture(t, "order")
-	f.walrelayOK("init")
+	f := harness.New(t, "order")
+	f.WalrelayOK("init")
 	cases := []struct {
 		name string
 		args []string
 		want string // in the error line
 	}{
 		{"unreachable postgres", []string{"--postgres-url", "postgres://walrelay:walrelay@127.0.0.1:1/walrelay?sslmode=disable"}, "connect to postgres"},
-		{"missing table", []string{"--table", "public.no_such_table_" + f.id}, "does not exist"},
+		{"missing table", []string{"--table", "public.no_such_table_" + f.ID}, "does not exist"},
 		{"unknown broker", []string{"--kafka-brokers", "127.0.0.1:1"}, "kafka"},
-		{"missing slot", []string{"--slot", "no_such_slot_" + f.id}, "walrelay init"},
+		{"missing slot", []string{"--slot", "no_such_slot_" + f.ID}, "walrelay init"},
 		{"hostile slot name", []string{"--slot", `x"; DROP TABLE t; --`}, "slot name"},
 		{"hostile table name", []string{"--table", `public.x; DROP`}, "table name"},
 		{"wal_level not logical", []string{"--postgres-url", replicaLevelServer(t)}, "wal_level"},
@@ -31,7 +33,7 @@ func TestBadConfigurationFailsFast(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
-			_, stderr, code := f.walrelay("run", tc.args...)
+			_, stderr, code := f.Walrelay("run", tc.args...)
 			took := time.Since(start)
 			if code == 0 {
 				t.Fatalf("exit code 0; want non-zero\n%s", stderr)
@@ -72,16 +74,16 @@ func replicaLevelServer(t *testing.T) string {
 	t.Helper()
 	bin := "/usr/lib/postgresql/15/bin"
 	dir, err := os.MkdirTemp("", "walrelay-replica-")
-	must(t, err, "temp dir")
+	harness.Must(t, err, "temp dir")
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	asOwner := func(name string, args ...string) *exec.Cmd { return exec.Command(filepath.Join(bin, name), args...) }
 	if os.Geteuid() == 0 {
 		// PostgreSQL refuses to run as root: run it as the postgres user.
 		u, err := user.Lookup("postgres")
-		must(t, err, "look up the postgres user")
+		harness.Must(t, err, "look up the postgres user")
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
-		must(t, os.Chown(dir, uid, gid), "chown %s", dir)
+		harness.Must(t, os.Chown(dir, uid, gid), "chown %s", dir)
 		asOwner = func(name string, args ...string) *exec.Cmd {
 			return exec.Command("runuser", append([]string{"-u", "postgres", "--", filepath.Join(bin, name)}, args...)...)
 		}
@@ -90,7 +92,7 @@ func replicaLevelServer(t *testing.T) string {
 	if out, err := asOwner("initdb", "-D", data, "-U", "walrelay", "--auth=trust", "-E", "UTF8").CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	port := strings.TrimPrefix(freePort(t), "127.0.0.1:")
+	port := strings.TrimPrefix(harness.FreePort(t), "127.0.0.1:")
 	opts := "-c listen_addresses=127.0.0.1 -c wal_level=replica -c fsync=off -k " + dir + " -p " + port
 	if out, err := asOwner("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "start").CombinedOutput(); err != nil {
 		t.Fatalf("pg_ctl start: %v\n%s", err, out)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/test/harness"
 )
 
 // The core promise: 10,000 rows from 8 concurrent writers, in transactions
@@ -16,17 +18,17 @@ import (
 // aggregate in one partition and in commit order; and the slot confirms the
 // end of the last transaction.
 func TestEveryCommittedRowArrivesInOrder(t *testing.T) {
-	f := newFixture(t, "order", "customer")
-	metrics := freePort(t)
-	r := f.start("--metrics-addr", metrics)
+	f := harness.New(t, "order", "customer")
+	metrics := harness.FreePort(t)
+	r := f.Start("--metrics-addr", metrics)
 
 	ctx := context.Background()
 	start := time.Now()
-	n, err := f.write(ctx, load{Writers: 8, Rows: 10000, MaxTxRows: 50, AggregatesPerWriter: 10, Types: []string{"order", "customer"}})
-	must(t, err, "write outbox rows")
+	n, err := f.Write(ctx, harness.Load{Writers: 8, Rows: 10000, MaxTxRows: 50, AggregatesPerWriter: 10, Types: []string{"order", "customer"}})
+	harness.Must(t, err, "write outbox rows")
 	wrote := time.Since(start)
-	end := f.currentLSN()
-	took := f.waitConfirmed(r, end, 3*time.Minute)
+	end := f.CurrentLSN()
+	took := f.WaitConfirmed(r, end, 3*time.Minute)
 	t.Logf("wrote %d rows in %s; slot confirmed %s %s after the last commit (%.0f rows/s end to end)",
 		n, wrote.Round(time.Millisecond), end, took.Round(time.Millisecond), float64(n)/(wrote+took).Seconds())
 
@@ -36,23 +38,23 @@ func TestEveryCommittedRowArrivesInOrder(t *testing.T) {
 			t.Errorf("/metrics lacks %s", name)
 		}
 	}
-	if code := r.stop(); code != 0 {
-		t.Fatalf("walrelay exit code after SIGTERM = %d; want 0\n%s", code, r.stderr.String())
+	if code := r.Stop(); code != 0 {
+		t.Fatalf("walrelay exit code after SIGTERM = %d; want 0\n%s", code, r.Stderr.String())
 	}
-	rows := f.outboxRows()
+	rows := f.OutboxRows()
 	if len(rows) != n {
 		t.Fatalf("outbox holds %d rows; the writers committed %d", len(rows), n)
 	}
-	assertClean(t, f.verify(rows), 0)
+	harness.AssertClean(t, f.Verify(rows), 0)
 }
 
 func scrape(t *testing.T, addr string) string {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
-	must(t, err, "scrape /metrics")
+	harness.Must(t, err, "scrape /metrics")
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	must(t, err, "read /metrics")
+	harness.Must(t, err, "read /metrics")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /metrics: %s", resp.Status)
 	}
@@ -62,50 +64,50 @@ func scrape(t *testing.T, addr string) string {
 // A rolled-back transaction, and a rolled-back savepoint inside a committed
 // one, publish nothing; the committed rows around them are published.
 func TestRolledBackRowsAreNeverPublished(t *testing.T) {
-	f := newFixture(t, "order")
-	r := f.start()
+	f := harness.New(t, "order")
+	r := f.Start()
 	ctx := context.Background()
 
 	rolledBack := map[string]bool{}
 	insert := func(tx pgx.Tx, id string, version int64) {
 		t.Helper()
-		_, err := tx.Exec(ctx, "INSERT INTO "+f.table+" (message_id, aggregate_type, aggregate_id, aggregate_version, type, payload) VALUES ($1, 'order', 'o-1', $2, 'order.submitted.v1', '{\"n\": 1}')", id, version)
-		must(t, err, "insert")
+		_, err := tx.Exec(ctx, "INSERT INTO "+f.Table+" (message_id, aggregate_type, aggregate_id, aggregate_version, type, payload) VALUES ($1, 'order', 'o-1', $2, 'order.submitted.v1', '{\"n\": 1}')", id, version)
+		harness.Must(t, err, "insert")
 	}
-	tx, err := f.db.Begin(ctx)
-	must(t, err, "begin")
+	tx, err := f.DB.Begin(ctx)
+	harness.Must(t, err, "begin")
 	for i := 0; i < 5; i++ {
-		id := newUUID()
+		id := harness.NewUUID()
 		rolledBack[id] = true
 		insert(tx, id, int64(100+i))
 	}
-	must(t, tx.Rollback(ctx), "rollback")
+	harness.Must(t, tx.Rollback(ctx), "rollback")
 
-	tx, err = f.db.Begin(ctx)
-	must(t, err, "begin")
-	insert(tx, newUUID(), 1)
+	tx, err = f.DB.Begin(ctx)
+	harness.Must(t, err, "begin")
+	insert(tx, harness.NewUUID(), 1)
 	_, err = tx.Exec(ctx, "SAVEPOINT s")
-	must(t, err, "savepoint")
-	id := newUUID()
+	harness.Must(t, err, "savepoint")
+	id := harness.NewUUID()
 	rolledBack[id] = true
 	insert(tx, id, 99)
 	_, err = tx.Exec(ctx, "ROLLBACK TO SAVEPOINT s")
-	must(t, err, "rollback to savepoint")
-	insert(tx, newUUID(), 2)
-	must(t, tx.Commit(ctx), "commit")
+	harness.Must(t, err, "rollback to savepoint")
+	insert(tx, harness.NewUUID(), 2)
+	harness.Must(t, tx.Commit(ctx), "commit")
 
-	f.waitConfirmed(r, f.currentLSN(), time.Minute)
-	rows := f.outboxRows()
+	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
+	rows := f.OutboxRows()
 	if len(rows) != 2 {
 		t.Fatalf("outbox holds %d rows; want the 2 committed ones", len(rows))
 	}
-	assertClean(t, f.verify(rows), 0)
-	for _, rec := range f.readTopic(f.topic("order")) {
+	harness.AssertClean(t, f.Verify(rows), 0)
+	for _, rec := range f.ReadTopic(f.Topic("order")) {
 		if rolledBack[rec.Headers["ce_id"]] {
 			t.Errorf("rolled-back message %s was published", rec.Headers["ce_id"])
 		}
 	}
-	if code := r.stop(); code != 0 {
+	if code := r.Stop(); code != 0 {
 		t.Fatalf("exit code %d; want 0", code)
 	}
 }
@@ -114,8 +116,8 @@ func TestRolledBackRowsAreNeverPublished(t *testing.T) {
 // repeats are bounded by what was in flight (at most the one transaction
 // received only in part when the stream stopped).
 func TestSIGTERMMidStreamThenRestartLosesNothing(t *testing.T) {
-	f := newFixture(t, "order", "customer")
-	r := f.start()
+	f := harness.New(t, "order", "customer")
+	r := f.Start()
 	ctx := context.Background()
 
 	const maxTxRows = 50
@@ -123,115 +125,115 @@ func TestSIGTERMMidStreamThenRestartLosesNothing(t *testing.T) {
 	var n int
 	go func() {
 		var err error
-		n, err = f.write(ctx, load{Writers: 4, Rows: 6000, MaxTxRows: maxTxRows, AggregatesPerWriter: 10,
+		n, err = f.Write(ctx, harness.Load{Writers: 4, Rows: 6000, MaxTxRows: maxTxRows, AggregatesPerWriter: 10,
 			Types: []string{"order", "customer"}, Pause: 50 * time.Millisecond})
 		wrote <- err
 	}()
 	// Stop once the relay is visibly in the middle of the stream.
-	before := f.confirmedLSN()
+	before := f.ConfirmedLSN()
 	deadline := time.Now().Add(2 * time.Minute)
-	for f.confirmedLSN() == before {
+	for f.ConfirmedLSN() == before {
 		if time.Now().After(deadline) {
 			t.Fatal("the slot never confirmed anything while writers were running")
 		}
-		r.running()
+		r.Running()
 		time.Sleep(50 * time.Millisecond)
 	}
-	if code := r.stop(); code != 0 {
-		t.Fatalf("exit code after SIGTERM = %d; want 0\n%s", code, r.stderr.String())
+	if code := r.Stop(); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d; want 0\n%s", code, r.Stderr.String())
 	}
-	stoppedAt := f.confirmedLSN()
+	stoppedAt := f.ConfirmedLSN()
 
-	r = f.run()
-	must(t, <-wrote, "write outbox rows")
-	end := f.currentLSN()
-	f.waitConfirmed(r, end, 3*time.Minute)
-	if code := r.stop(); code != 0 {
+	r = f.Run()
+	harness.Must(t, <-wrote, "write outbox rows")
+	end := f.CurrentLSN()
+	f.WaitConfirmed(r, end, 3*time.Minute)
+	if code := r.Stop(); code != 0 {
 		t.Fatalf("exit code after second SIGTERM = %d; want 0", code)
 	}
-	rows := f.outboxRows()
+	rows := f.OutboxRows()
 	if len(rows) != n {
 		t.Fatalf("outbox holds %d rows; the writers committed %d", len(rows), n)
 	}
 	if stoppedAt >= end {
 		t.Fatalf("the first relay confirmed %s, past the end of the writes %s: the stop was not mid-stream", stoppedAt, end)
 	}
-	rep := f.verify(rows)
-	t.Logf("stopped at %s of %s; duplicates after restart: %d", stoppedAt, end, rep.duplicates)
-	assertClean(t, rep, maxTxRows)
+	rep := f.Verify(rows)
+	t.Logf("stopped at %s of %s; duplicates after restart: %d", stoppedAt, end, rep.Duplicates)
+	harness.AssertClean(t, rep, maxTxRows)
 }
 
 // While the outbox is idle and other tables and databases write WAL, the
 // slot's confirmed position keeps up, so the server does not retain WAL.
 func TestIdleSlotKeepsUpWithUnrelatedWrites(t *testing.T) {
-	f := newFixture(t, "order")
-	r := f.start()
+	f := harness.New(t, "order")
+	r := f.Start()
 	ctx := context.Background()
-	other := "other_" + f.id
-	_, err := f.db.Exec(ctx, "CREATE TABLE "+other+" (id bigserial PRIMARY KEY, v text)")
-	must(t, err, "create unrelated table")
-	t.Cleanup(func() { f.db.Exec(context.Background(), "DROP TABLE IF EXISTS "+other) }) //nolint:errcheck // best effort
-	otherDB := "db_" + f.id
-	_, err = f.db.Exec(ctx, "CREATE DATABASE "+otherDB)
-	must(t, err, "create unrelated database")
-	t.Cleanup(func() { f.db.Exec(context.Background(), "DROP DATABASE IF EXISTS "+otherDB+" WITH (FORCE)") }) //nolint:errcheck // best effort
-	cfg, err := pgx.ParseConfig(f.pgURL)
-	must(t, err, "parse url")
+	other := "other_" + f.ID
+	_, err := f.DB.Exec(ctx, "CREATE TABLE "+other+" (id bigserial PRIMARY KEY, v text)")
+	harness.Must(t, err, "create unrelated table")
+	t.Cleanup(func() { f.DB.Exec(context.Background(), "DROP TABLE IF EXISTS "+other) }) //nolint:errcheck // best effort
+	otherDB := "db_" + f.ID
+	_, err = f.DB.Exec(ctx, "CREATE DATABASE "+otherDB)
+	harness.Must(t, err, "create unrelated database")
+	t.Cleanup(func() { f.DB.Exec(context.Background(), "DROP DATABASE IF EXISTS "+otherDB+" WITH (FORCE)") }) //nolint:errcheck // best effort
+	cfg, err := pgx.ParseConfig(f.PGURL)
+	harness.Must(t, err, "parse url")
 	cfg.Database = otherDB
 	oc, err := pgx.ConnectConfig(ctx, cfg)
-	must(t, err, "connect to %s", otherDB)
+	harness.Must(t, err, "connect to %s", otherDB)
 	defer oc.Close(ctx)
 	_, err = oc.Exec(ctx, "CREATE TABLE noise (id bigserial PRIMARY KEY, v text)")
-	must(t, err, "create table in %s", otherDB)
+	harness.Must(t, err, "create table in %s", otherDB)
 
 	for round := 0; round < 3; round++ {
 		for i := 0; i < 20; i++ {
-			_, err := f.db.Exec(ctx, "INSERT INTO "+other+" (v) SELECT repeat('x', 100) FROM generate_series(1, 100)")
-			must(t, err, "unrelated insert")
+			_, err := f.DB.Exec(ctx, "INSERT INTO "+other+" (v) SELECT repeat('x', 100) FROM generate_series(1, 100)")
+			harness.Must(t, err, "unrelated insert")
 			_, err = oc.Exec(ctx, "INSERT INTO noise (v) SELECT repeat('y', 100) FROM generate_series(1, 100)")
-			must(t, err, "insert in other database")
+			harness.Must(t, err, "insert in other database")
 		}
-		target := f.currentLSN()
+		target := f.CurrentLSN()
 		// The stream is idle, so the position the server reports in its
 		// keepalives is confirmed at the next status update (1s here).
-		took := f.waitConfirmed(r, target, 15*time.Second)
+		took := f.WaitConfirmed(r, target, 15*time.Second)
 		t.Logf("round %d: confirmed caught up with %s after %s", round, target, took.Round(time.Millisecond))
 	}
-	if code := r.stop(); code != 0 {
+	if code := r.Stop(); code != 0 {
 		t.Fatalf("exit code %d; want 0", code)
 	}
 }
 
-// A second relay on the same slot waits while the first streams, and takes
-// over by itself when the slot frees up.
-func TestSecondRelayWaitsForTheSlotAndTakesOver(t *testing.T) {
-	f := newFixture(t, "order")
-	a := f.start()
+// A second relay on the same slot waits as a standby while the first leads,
+// and takes over by itself when the first stops.
+func TestStandbyTakesOverWhenTheLeaderStops(t *testing.T) {
+	f := harness.New(t, "order")
+	a := f.Start()
 	ctx := context.Background()
-	l := load{Writers: 2, Rows: 500, MaxTxRows: 10, AggregatesPerWriter: 5, Types: []string{"order"}}
-	_, err := f.write(ctx, l)
-	must(t, err, "write")
-	f.waitConfirmed(a, f.currentLSN(), time.Minute)
+	l := harness.Load{Writers: 2, Rows: 500, MaxTxRows: 10, AggregatesPerWriter: 5, Types: []string{"order"}}
+	_, err := f.Write(ctx, l)
+	harness.Must(t, err, "write")
+	f.WaitConfirmed(a, f.CurrentLSN(), time.Minute)
 
-	b := f.run()
+	b := f.Run()
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(b.stderr.String(), "replication slot is active in another process") {
-		b.running()
+	for !strings.Contains(b.Stderr.String(), "waiting for leadership") {
+		b.Running()
 		if time.Now().After(deadline) {
-			t.Fatalf("the second relay never said it waits for the slot:\n%s", b.stderr.String())
+			t.Fatalf("the second relay never said it waits for the slot:\n%s", b.Stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if code := a.stop(); code != 0 {
+	if code := a.Stop(); code != 0 {
 		t.Fatalf("first relay exit code %d; want 0", code)
 	}
 	l.Rows = 700
-	_, err = f.write(ctx, l)
-	must(t, err, "write")
-	took := f.waitConfirmed(b, f.currentLSN(), time.Minute)
+	_, err = f.Write(ctx, l)
+	harness.Must(t, err, "write")
+	took := f.WaitConfirmed(b, f.CurrentLSN(), time.Minute)
 	t.Logf("the second relay confirmed the new rows %s after they were written", took.Round(time.Millisecond))
-	if code := b.stop(); code != 0 {
+	if code := b.Stop(); code != 0 {
 		t.Fatalf("second relay exit code %d; want 0", code)
 	}
-	assertClean(t, f.verify(f.outboxRows()), 0)
+	harness.AssertClean(t, f.Verify(f.OutboxRows()), 0)
 }

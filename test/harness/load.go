@@ -1,4 +1,4 @@
-package e2e
+package harness
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 )
 
 // load describes what the writers commit.
-type load struct {
+type Load struct {
 	Writers             int           // concurrent writers, each with its own aggregates
 	Rows                int           // rows in all
 	MaxTxRows           int           // each transaction holds 1 to MaxTxRows rows
@@ -37,7 +37,7 @@ type outboxRow struct {
 
 var outboxColumns = []string{"message_id", "aggregate_type", "aggregate_id", "aggregate_version", "type", "payload", "headers", "topic"}
 
-func newUUID() string {
+func NewUUID() string {
 	var b [16]byte
 	if _, err := crand.Read(b[:]); err != nil {
 		panic(err)
@@ -51,9 +51,9 @@ func newUUID() string {
 // writer is one concurrent application session: it owns its aggregates,
 // so the versions it assigns are in commit order.
 type writer struct {
-	f        *fixture
+	f        *Fixture
 	n        int
-	l        load
+	l        Load
 	rng      *rand.Rand
 	versions map[string]int64
 	serial   int
@@ -61,7 +61,7 @@ type writer struct {
 }
 
 // write commits l.Rows rows and returns how many were committed.
-func (f *fixture) write(ctx context.Context, l load) (int, error) {
+func (f *Fixture) Write(ctx context.Context, l Load) (int, error) {
 	f.rounds++
 	per := l.Rows / l.Writers
 	var mu sync.Mutex
@@ -110,7 +110,7 @@ func (w *writer) next() outboxRow {
 	agg := fmt.Sprintf("r%d-w%d-a%d", w.round, w.n, k)
 	w.versions[agg]++
 	r := outboxRow{
-		id:            newUUID(),
+		id:            NewUUID(),
 		aggregateType: w.l.Types[k%len(w.l.Types)],
 		aggregateID:   agg,
 		typ:           "order.submitted.v1",
@@ -125,7 +125,7 @@ func (w *writer) next() outboxRow {
 		// An explicit topic; the aggregate's other rows go to the template's
 		// topic, so only version order within each topic can be checked:
 		// keep this aggregate out of the ordering check by giving it its own id.
-		t := w.f.topicPrefix + ".special"
+		t := w.f.TopicPrefix + ".special"
 		r.topic = &t
 		w.versions[agg]--
 		r.aggregateID = fmt.Sprintf("r%d-w%d-special-%d", w.round, w.n, w.serial)
@@ -137,11 +137,11 @@ func (w *writer) next() outboxRow {
 // commit writes one transaction in one of three ways: row by row, one
 // multi-row INSERT, or COPY.
 func (w *writer) commit(ctx context.Context, mode int, rows []outboxRow) error {
-	return pgx.BeginFunc(ctx, w.f.db, func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, w.f.DB, func(tx pgx.Tx) error {
 		switch mode {
 		case 0:
 			for _, r := range rows {
-				_, err := tx.Exec(ctx, "INSERT INTO "+w.f.table+" ("+strings.Join(outboxColumns, ", ")+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+				_, err := tx.Exec(ctx, "INSERT INTO "+w.f.Table+" ("+strings.Join(outboxColumns, ", ")+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
 					r.id, r.aggregateType, r.aggregateID, r.version, r.typ, r.payload, r.headers, r.topic)
 				if err != nil {
 					return err
@@ -151,7 +151,7 @@ func (w *writer) commit(ctx context.Context, mode int, rows []outboxRow) error {
 		case 1:
 			var sb strings.Builder
 			args := make([]any, 0, len(rows)*len(outboxColumns))
-			sb.WriteString("INSERT INTO " + w.f.table + " (" + strings.Join(outboxColumns, ", ") + ") VALUES ")
+			sb.WriteString("INSERT INTO " + w.f.Table + " (" + strings.Join(outboxColumns, ", ") + ") VALUES ")
 			for i, r := range rows {
 				if i > 0 {
 					sb.WriteString(", ")
@@ -171,7 +171,7 @@ func (w *writer) commit(ctx context.Context, mode int, rows []outboxRow) error {
 				}
 				src[i] = []any{r.id, r.aggregateType, r.aggregateID, r.version, r.typ, json.RawMessage(r.payload), headers, r.topic}
 			}
-			_, err := tx.CopyFrom(ctx, pgx.Identifier{w.f.table}, outboxColumns, pgx.CopyFromRows(src))
+			_, err := tx.CopyFrom(ctx, pgx.Identifier{w.f.Table}, outboxColumns, pgx.CopyFromRows(src))
 			return err
 		}
 	})
@@ -179,7 +179,7 @@ func (w *writer) commit(ctx context.Context, mode int, rows []outboxRow) error {
 
 // assertClean fails the test on any loss, mismatch or ordering problem and
 // on more duplicates than maxDuplicates.
-func assertClean(t *testing.T, rep report, maxDuplicates int) {
+func AssertClean(t *testing.T, rep Report, maxDuplicates int) {
 	t.Helper()
 	t.Logf("verifier: %s", rep)
 	show := func(what string, items []string) {
@@ -187,15 +187,15 @@ func assertClean(t *testing.T, rep report, maxDuplicates int) {
 			t.Errorf("%s: %d, first: %s", what, len(items), strings.Join(items[:min(5, len(items))], " | "))
 		}
 	}
-	show("lost (committed, not in Kafka)", rep.lost)
-	show("records walrelay should not have published", rep.unexpected)
-	show("records that differ from their row", rep.mismatches)
-	show("aggregates out of commit order", rep.outOfOrder)
-	show("aggregates split across partitions", rep.splitAggregates)
-	if rep.duplicates > maxDuplicates {
-		t.Errorf("duplicates = %d; want at most %d", rep.duplicates, maxDuplicates)
+	show("lost (committed, not in Kafka)", rep.Lost)
+	show("records walrelay should not have published", rep.Unexpected)
+	show("records that differ from their row", rep.Mismatches)
+	show("aggregates out of commit order", rep.OutOfOrder)
+	show("aggregates split across partitions", rep.SplitAggregates)
+	if rep.Duplicates > maxDuplicates {
+		t.Errorf("duplicates = %d; want at most %d", rep.Duplicates, maxDuplicates)
 	}
-	if rep.expected == 0 {
+	if rep.Expected == 0 {
 		t.Errorf("verifier expected no rows: the test wrote nothing")
 	}
 }

@@ -1,4 +1,4 @@
-package e2e
+package harness
 
 import (
 	"bufio"
@@ -14,8 +14,8 @@ import (
 
 // parseKcat reads kcat -J output: one JSON object per record, headers as a
 // flat [key, value, key, value, ...] array.
-func parseKcat(out []byte) ([]record, error) {
-	var recs []record
+func parseKcat(out []byte) ([]Record, error) {
+	var recs []Record
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
@@ -34,7 +34,7 @@ func parseKcat(out []byte) ([]record, error) {
 		if err := json.Unmarshal(line, &raw); err != nil {
 			return nil, fmt.Errorf("%w in %q", err, line)
 		}
-		r := record{Topic: raw.Topic, Partition: raw.Partition, Offset: raw.Offset, Key: raw.Key, Payload: raw.Payload, Headers: map[string]string{}}
+		r := Record{Topic: raw.Topic, Partition: raw.Partition, Offset: raw.Offset, Key: raw.Key, Payload: raw.Payload, Headers: map[string]string{}}
 		for i := 0; i+1 < len(raw.Headers); i += 2 {
 			if raw.Headers[i] == nil {
 				continue
@@ -55,7 +55,7 @@ func parseKcat(out []byte) ([]record, error) {
 
 // row is one outbox row as the database holds it, in the text forms
 // pgoutput sends.
-type row struct {
+type Row struct {
 	ID            string
 	AggregateType string
 	AggregateID   string
@@ -67,62 +67,62 @@ type row struct {
 	Topic         *string
 }
 
-func (f *fixture) outboxRows() []row {
+func (f *Fixture) OutboxRows() []Row {
 	f.t.Helper()
-	rows, err := f.db.Query(context.Background(), `SELECT message_id::text, aggregate_type, aggregate_id, aggregate_version,
-		type, payload::text, headers::text, occurred_at, topic FROM `+f.table)
-	must(f.t, err, "read outbox")
+	rows, err := f.DB.Query(context.Background(), `SELECT message_id::text, aggregate_type, aggregate_id, aggregate_version,
+		type, payload::text, headers::text, occurred_at, topic FROM `+f.Table)
+	Must(f.t, err, "read outbox")
 	defer rows.Close()
-	var out []row
+	var out []Row
 	for rows.Next() {
-		var r row
+		var r Row
 		var headers *string
-		must(f.t, rows.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.Version, &r.Type, &r.Payload, &headers, &r.OccurredAt, &r.Topic), "scan outbox row")
+		Must(f.t, rows.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.Version, &r.Type, &r.Payload, &headers, &r.OccurredAt, &r.Topic), "scan outbox row")
 		if headers != nil {
-			must(f.t, json.Unmarshal([]byte(*headers), &r.Headers), "headers of %s", r.ID)
+			Must(f.t, json.Unmarshal([]byte(*headers), &r.Headers), "headers of %s", r.ID)
 		}
 		out = append(out, r)
 	}
-	must(f.t, rows.Err(), "read outbox")
+	Must(f.t, rows.Err(), "read outbox")
 	return out
 }
 
-func (f *fixture) expectedTopic(r row) string {
+func (f *Fixture) ExpectedTopic(r Row) string {
 	if r.Topic != nil {
 		return *r.Topic
 	}
-	return f.topic(r.AggregateType)
+	return f.Topic(r.AggregateType)
 }
 
 // report is what the verifier found.
-type report struct {
-	expected, delivered int
-	lost                []string
-	duplicates          int
-	unexpected          []string
-	mismatches          []string
-	outOfOrder          []string
-	splitAggregates     []string
+type Report struct {
+	Expected, Delivered int
+	Lost                []string // message ids committed and not in Kafka
+	Duplicates          int      // records repeating an earlier message id
+	Unexpected          []string // records no committed row explains
+	Mismatches          []string // records that differ from their row
+	OutOfOrder          []string // aggregates whose versions are not 1, 2, 3, ...
+	SplitAggregates     []string // aggregates found in more than one partition
 }
 
-func (r report) String() string {
+func (r Report) String() string {
 	return fmt.Sprintf("expected %d, delivered %d, lost %d, duplicates %d, unexpected %d, mismatched %d, out of order %d, split aggregates %d",
-		r.expected, r.delivered, len(r.lost), r.duplicates, len(r.unexpected), len(r.mismatches), len(r.outOfOrder), len(r.splitAggregates))
+		r.Expected, r.Delivered, len(r.Lost), r.Duplicates, len(r.Unexpected), len(r.Mismatches), len(r.OutOfOrder), len(r.SplitAggregates))
 }
 
 // verify reads every topic the rows should be in and checks each row is
 // there exactly as specified, and each aggregate's versions are in commit
 // order (1, 2, 3, ... after dropping repeats of a message_id) in one
 // partition.
-func (f *fixture) verify(rows []row) report {
+func (f *Fixture) Verify(rows []Row) Report {
 	f.t.Helper()
-	want := map[string]row{}
+	want := map[string]Row{}
 	topics := map[string]bool{}
 	for _, r := range rows {
 		want[r.ID] = r
-		topics[f.expectedTopic(r)] = true
+		topics[f.ExpectedTopic(r)] = true
 	}
-	rep := report{expected: len(rows)}
+	rep := Report{Expected: len(rows)}
 	seen := map[string]bool{}
 	type pos struct {
 		partition int32
@@ -137,7 +137,7 @@ func (f *fixture) verify(rows []row) report {
 	}
 	sort.Strings(names)
 	for _, topic := range names {
-		recs := f.readTopic(topic)
+		recs := f.ReadTopic(topic)
 		sort.Slice(recs, func(i, j int) bool {
 			if recs[i].Partition != recs[j].Partition {
 				return recs[i].Partition < recs[j].Partition
@@ -145,24 +145,24 @@ func (f *fixture) verify(rows []row) report {
 			return recs[i].Offset < recs[j].Offset
 		})
 		for _, rec := range recs {
-			rep.delivered++
+			rep.Delivered++
 			id := rec.Headers["ce_id"]
 			r, ok := want[id]
 			if !ok {
-				rep.unexpected = append(rep.unexpected, fmt.Sprintf("%s/%d@%d ce_id=%q", topic, rec.Partition, rec.Offset, id))
+				rep.Unexpected = append(rep.Unexpected, fmt.Sprintf("%s/%d@%d ce_id=%q", topic, rec.Partition, rec.Offset, id))
 				continue
 			}
 			if seen[id] {
-				rep.duplicates++
+				rep.Duplicates++
 				continue
 			}
 			seen[id] = true
-			if problem := checkRecord(r, rec, topic, f.expectedTopic(r)); problem != "" {
-				rep.mismatches = append(rep.mismatches, id+": "+problem)
+			if problem := checkRecord(r, rec, topic, f.ExpectedTopic(r)); problem != "" {
+				rep.Mismatches = append(rep.Mismatches, id+": "+problem)
 			}
 			agg := r.AggregateType + "/" + r.AggregateID
 			if p, ok := partitionOf[agg]; ok && p != rec.Partition {
-				rep.splitAggregates = append(rep.splitAggregates, fmt.Sprintf("%s in partitions %d and %d", agg, p, rec.Partition))
+				rep.SplitAggregates = append(rep.SplitAggregates, fmt.Sprintf("%s in partitions %d and %d", agg, p, rec.Partition))
 			}
 			partitionOf[agg] = rec.Partition
 			if r.Version != nil {
@@ -172,13 +172,13 @@ func (f *fixture) verify(rows []row) report {
 	}
 	for id := range want {
 		if !seen[id] {
-			rep.lost = append(rep.lost, id)
+			rep.Lost = append(rep.Lost, id)
 		}
 	}
 	for agg, ps := range byAggregate {
 		for i, p := range ps {
 			if p.version != int64(i+1) {
-				rep.outOfOrder = append(rep.outOfOrder, fmt.Sprintf("%s: version %d at position %d (partition %d offset %d)", agg, p.version, i+1, p.partition, p.offset))
+				rep.OutOfOrder = append(rep.OutOfOrder, fmt.Sprintf("%s: version %d at position %d (partition %d offset %d)", agg, p.version, i+1, p.partition, p.offset))
 				break
 			}
 		}
@@ -187,7 +187,7 @@ func (f *fixture) verify(rows []row) report {
 }
 
 // checkRecord compares one record with its row; "" when they agree.
-func checkRecord(r row, rec record, topic, wantTopic string) string {
+func checkRecord(r Row, rec Record, topic, wantTopic string) string {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	if topic != wantTopic {

@@ -1,4 +1,4 @@
-package e2e
+package harness
 
 import (
 	"bytes"
@@ -23,16 +23,16 @@ import (
 
 // fixture is one test's private outbox: its own table, publication, slot
 // and topics, all removed in t.Cleanup.
-type fixture struct {
+type Fixture struct {
 	t           *testing.T
-	pgURL       string
-	brokers     string
-	db          *pgxpool.Pool
-	id          string
-	table       string
-	publication string
-	slot        string
-	topicPrefix string
+	PGURL       string
+	Brokers     string
+	DB          *pgxpool.Pool
+	ID          string // unique suffix of every name below
+	Table       string
+	Publication string
+	Slot        string
+	TopicPrefix string
 	rounds      int // write calls so far
 }
 
@@ -40,50 +40,50 @@ type fixture struct {
 // that per-key partitioning and per-partition order are really exercised.
 const partitions = 3
 
-func newFixture(t *testing.T, aggregateTypes ...string) *fixture {
+func New(t *testing.T, aggregateTypes ...string) *Fixture {
 	t.Helper()
-	pgURL, brokers := services(t)
+	pgURL, brokers := Services(t)
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatal(err)
 	}
 	id := hex.EncodeToString(b[:])
-	f := &fixture{
-		t: t, pgURL: pgURL, brokers: brokers, id: id,
-		table: "outbox_" + id, publication: "pub_" + id, slot: "slot_" + id, topicPrefix: "e2e_" + id,
+	f := &Fixture{
+		t: t, PGURL: pgURL, Brokers: brokers, ID: id,
+		Table: "outbox_" + id, Publication: "pub_" + id, Slot: "slot_" + id, TopicPrefix: "e2e_" + id,
 	}
 	ctx := context.Background()
 	db, err := pgxpool.New(ctx, pgURL)
 	if err != nil {
 		t.Fatalf("connect to postgres: %v", err)
 	}
-	f.db = db
+	f.DB = db
 	t.Cleanup(f.cleanup)
 
 	// The table and publication come from `walrelay schema`, as users get them.
-	ddl := f.walrelayOK("schema")
+	ddl := f.WalrelayOK("schema")
 	if _, err := db.Exec(ctx, ddl); err != nil {
 		t.Fatalf("apply `walrelay schema` DDL: %v", err)
 	}
-	topics := []string{f.topicPrefix + ".special"}
+	topics := []string{f.TopicPrefix + ".special"}
 	for _, at := range aggregateTypes {
-		topics = append(topics, f.topic(at))
+		topics = append(topics, f.Topic(at))
 	}
-	f.createTopics(topics...)
+	f.CreateTopics(topics...)
 	return f
 }
 
-func (f *fixture) topic(aggregateType string) string { return f.topicPrefix + "." + aggregateType }
+func (f *Fixture) Topic(aggregateType string) string { return f.TopicPrefix + "." + aggregateType }
 
 // args are the flags every walrelay command of this fixture gets.
-func (f *fixture) args(verb string, extra ...string) []string {
+func (f *Fixture) Args(verb string, extra ...string) []string {
 	a := []string{verb,
-		"--postgres-url", f.pgURL,
-		"--kafka-brokers", f.brokers,
-		"--table", "public." + f.table,
-		"--publication", f.publication,
-		"--slot", f.slot,
-		"--topic-template", f.topicPrefix + ".{aggregate_type}",
+		"--postgres-url", f.PGURL,
+		"--kafka-brokers", f.Brokers,
+		"--table", "public." + f.Table,
+		"--publication", f.Publication,
+		"--slot", f.Slot,
+		"--topic-template", f.TopicPrefix + ".{aggregate_type}",
 		"--metrics-addr", "",
 		"--status-interval", "1s",
 	}
@@ -92,11 +92,11 @@ func (f *fixture) args(verb string, extra ...string) []string {
 
 // walrelay runs a command to completion and returns stdout, stderr and its
 // exit code.
-func (f *fixture) walrelay(verb string, extra ...string) (string, string, int) {
+func (f *Fixture) Walrelay(verb string, extra ...string) (string, string, int) {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, f.args(verb, extra...)...)
+	cmd := exec.CommandContext(ctx, Binary, f.Args(verb, extra...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -110,9 +110,9 @@ func (f *fixture) walrelay(verb string, extra ...string) (string, string, int) {
 	return stdout.String(), stderr.String(), code
 }
 
-func (f *fixture) walrelayOK(verb string, extra ...string) string {
+func (f *Fixture) WalrelayOK(verb string, extra ...string) string {
 	f.t.Helper()
-	stdout, stderr, code := f.walrelay(verb, extra...)
+	stdout, stderr, code := f.Walrelay(verb, extra...)
 	if code != 0 {
 		f.t.Fatalf("walrelay %s: exit code %d; want 0\nstderr:\n%s", verb, code, stderr)
 	}
@@ -120,38 +120,38 @@ func (f *fixture) walrelayOK(verb string, extra ...string) string {
 }
 
 // relay is a running `walrelay run`.
-type relay struct {
+type Relay struct {
 	t      *testing.T
-	cmd    *exec.Cmd
-	stderr *syncBuffer
+	Cmd    *exec.Cmd
+	Stderr *syncBuffer // everything it printed
 	done   chan struct{}
 	err    error
 }
 
 // start runs `walrelay init` then `walrelay run` in the background.
-func (f *fixture) start(extra ...string) *relay {
+func (f *Fixture) Start(extra ...string) *Relay {
 	f.t.Helper()
-	f.walrelayOK("init")
-	return f.run(extra...)
+	f.WalrelayOK("init")
+	return f.Run(extra...)
 }
 
-func (f *fixture) run(extra ...string) *relay {
+func (f *Fixture) Run(extra ...string) *Relay {
 	f.t.Helper()
-	r := &relay{t: f.t, stderr: &syncBuffer{}, done: make(chan struct{})}
-	r.cmd = exec.Command(binary, f.args("run", extra...)...)
-	r.cmd.Stdout, r.cmd.Stderr = r.stderr, r.stderr
-	if err := r.cmd.Start(); err != nil {
+	r := &Relay{t: f.t, Stderr: &syncBuffer{}, done: make(chan struct{})}
+	r.Cmd = exec.Command(Binary, f.Args("run", extra...)...)
+	r.Cmd.Stdout, r.Cmd.Stderr = r.Stderr, r.Stderr
+	if err := r.Cmd.Start(); err != nil {
 		f.t.Fatalf("start walrelay run: %v", err)
 	}
 	go func() {
-		r.err = r.cmd.Wait()
+		r.err = r.Cmd.Wait()
 		close(r.done)
 	}()
 	f.t.Cleanup(func() {
-		r.cmd.Process.Kill() //nolint:errcheck // may have exited already
+		r.Cmd.Process.Kill() //nolint:errcheck // may have exited already
 		<-r.done
 		if f.t.Failed() {
-			f.t.Logf("walrelay run output:\n%s", r.stderr.String())
+			f.t.Logf("walrelay run output:\n%s", r.Stderr.String())
 		}
 	})
 	return r
@@ -159,39 +159,39 @@ func (f *fixture) run(extra ...string) *relay {
 
 // stop waits until the relay streams, sends SIGTERM and returns the exit
 // code.
-func (r *relay) stop() int {
+func (r *Relay) Stop() int {
 	r.t.Helper()
-	r.waitStarted()
-	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	r.WaitStarted()
+	if err := r.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		r.t.Fatalf("signal walrelay: %v", err)
 	}
 	select {
 	case <-r.done:
 	case <-time.After(90 * time.Second):
-		r.t.Fatalf("walrelay did not stop within 90s of SIGTERM\n%s", r.stderr.String())
+		r.t.Fatalf("walrelay did not stop within 90s of SIGTERM\n%s", r.Stderr.String())
 	}
-	return r.cmd.ProcessState.ExitCode()
+	return r.Cmd.ProcessState.ExitCode()
 }
 
 // waitStarted waits until the relay has started replication.
-func (r *relay) waitStarted() {
+func (r *Relay) WaitStarted() {
 	r.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(r.stderr.String(), `"replication started"`) {
-		r.running()
+	for !strings.Contains(r.Stderr.String(), `"replication started"`) {
+		r.Running()
 		if time.Now().After(deadline) {
-			r.t.Fatalf("walrelay did not start replication within 60s:\n%s", r.stderr.String())
+			r.t.Fatalf("walrelay did not start replication within 60s:\n%s", r.Stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 // running fails the test if the relay has exited.
-func (r *relay) running() {
+func (r *Relay) Running() {
 	r.t.Helper()
 	select {
 	case <-r.done:
-		r.t.Fatalf("walrelay exited early (%v):\n%s", r.err, r.stderr.String())
+		r.t.Fatalf("walrelay exited early (%v):\n%s", r.err, r.Stderr.String())
 	default:
 	}
 }
@@ -213,9 +213,9 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func (f *fixture) createTopics(topics ...string) {
+func (f *Fixture) CreateTopics(topics ...string) {
 	f.t.Helper()
-	client := &kafka.Client{Addr: kafka.TCP(strings.Split(f.brokers, ",")...), Timeout: 30 * time.Second}
+	client := &kafka.Client{Addr: kafka.TCP(strings.Split(f.Brokers, ",")...), Timeout: 30 * time.Second}
 	req := &kafka.CreateTopicsRequest{}
 	for _, topic := range topics {
 		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: topic, NumPartitions: partitions, ReplicationFactor: 1})
@@ -231,25 +231,25 @@ func (f *fixture) createTopics(topics ...string) {
 	}
 }
 
-func (f *fixture) cleanup() {
+func (f *Fixture) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// The slot may still be held for a moment by a relay that just exited.
 	for i := 0; i < 50; i++ {
-		_, err := f.db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", f.slot)
+		_, err := f.DB.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", f.Slot)
 		if err == nil {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	f.db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+f.publication) //nolint:errcheck // best effort
-	f.db.Exec(ctx, "DROP TABLE IF EXISTS "+f.table)             //nolint:errcheck // best effort
-	f.db.Close()
-	client := &kafka.Client{Addr: kafka.TCP(strings.Split(f.brokers, ",")...), Timeout: 30 * time.Second}
+	f.DB.Exec(ctx, "DROP PUBLICATION IF EXISTS "+f.Publication) //nolint:errcheck // best effort
+	f.DB.Exec(ctx, "DROP TABLE IF EXISTS "+f.Table)             //nolint:errcheck // best effort
+	f.DB.Close()
+	client := &kafka.Client{Addr: kafka.TCP(strings.Split(f.Brokers, ",")...), Timeout: 30 * time.Second}
 	var topics []string
 	if md, err := client.Metadata(ctx, &kafka.MetadataRequest{}); err == nil {
 		for _, tp := range md.Topics {
-			if strings.HasPrefix(tp.Name, f.topicPrefix+".") {
+			if strings.HasPrefix(tp.Name, f.TopicPrefix+".") {
 				topics = append(topics, tp.Name)
 			}
 		}
@@ -259,10 +259,10 @@ func (f *fixture) cleanup() {
 	}
 }
 
-func (f *fixture) currentLSN() pglogrepl.LSN {
+func (f *Fixture) CurrentLSN() pglogrepl.LSN {
 	f.t.Helper()
 	var s string
-	if err := f.db.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&s); err != nil {
+	if err := f.DB.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&s); err != nil {
 		f.t.Fatalf("read current wal lsn: %v", err)
 	}
 	lsn, err := pglogrepl.ParseLSN(s)
@@ -272,13 +272,13 @@ func (f *fixture) currentLSN() pglogrepl.LSN {
 	return lsn
 }
 
-func (f *fixture) confirmedLSN() pglogrepl.LSN {
+func (f *Fixture) ConfirmedLSN() pglogrepl.LSN {
 	f.t.Helper()
 	var s *string
-	err := f.db.QueryRow(context.Background(),
-		"SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&s)
+	err := f.DB.QueryRow(context.Background(),
+		"SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", f.Slot).Scan(&s)
 	if err != nil {
-		f.t.Fatalf("read slot %s: %v", f.slot, err)
+		f.t.Fatalf("read slot %s: %v", f.Slot, err)
 	}
 	if s == nil {
 		return 0
@@ -291,11 +291,11 @@ func (f *fixture) confirmedLSN() pglogrepl.LSN {
 }
 
 // waitConfirmed waits until the slot's confirmed_flush_lsn reaches target.
-func (f *fixture) waitConfirmed(r *relay, target pglogrepl.LSN, within time.Duration) time.Duration {
+func (f *Fixture) WaitConfirmed(r *Relay, target pglogrepl.LSN, within time.Duration) time.Duration {
 	f.t.Helper()
 	start := time.Now()
 	for {
-		got := f.confirmedLSN()
+		got := f.ConfirmedLSN()
 		if got >= target {
 			return time.Since(start)
 		}
@@ -303,14 +303,14 @@ func (f *fixture) waitConfirmed(r *relay, target pglogrepl.LSN, within time.Dura
 			f.t.Fatalf("slot confirmed_flush_lsn = %s after %s; want >= %s", got, within, target)
 		}
 		if r != nil {
-			r.running()
+			r.Running()
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
 // record is one Kafka record as kcat saw it.
-type record struct {
+type Record struct {
 	Topic     string
 	Partition int32
 	Offset    int64
@@ -320,11 +320,11 @@ type record struct {
 }
 
 // readTopic reads a whole topic with kcat, an independent client.
-func (f *fixture) readTopic(topic string) []record {
+func (f *Fixture) ReadTopic(topic string) []Record {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kcat", "-b", f.brokers, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-J")
+	cmd := exec.CommandContext(ctx, "kcat", "-b", f.Brokers, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-J")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -339,7 +339,7 @@ func (f *fixture) readTopic(topic string) []record {
 }
 
 // freePort returns a loopback address nobody listens on right now.
-func freePort(t *testing.T) string {
+func FreePort(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -349,7 +349,7 @@ func freePort(t *testing.T) string {
 	return "127.0.0.1:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
-func must(t *testing.T, err error, what string, args ...any) {
+func Must(t *testing.T, err error, what string, args ...any) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s: %v", fmt.Sprintf(what, args...), err)
