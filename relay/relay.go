@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/failpoint"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
@@ -110,6 +111,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if time.Since(began) > time.Minute {
 			backoff = r.cfg.RestartBackoffMin
 		}
+		failpoint.Inject("reconnect")
 		wait := backoff/2 + rand.N(backoff/2+1)
 		r.log.Warn("replication session failed; starting a new one from the slot's confirmed position",
 			zap.Error(err), zap.Duration("retry_in", wait))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/failpoint"
 	"github.com/walrelay/walrelay/slot"
 )
 
@@ -181,7 +182,9 @@ func (s *session) decode(ctx context.Context, ev slot.Event, dec *decoder.Decode
 		err = s.tr.Add(s.cur)
 		s.mu.Unlock()
 		if err == nil {
-			return pub.Publish(ctx, e.Message, uint64(s.cur))
+			err = pub.Publish(ctx, e.Message, uint64(s.cur))
+			failpoint.Inject("publish")
+			return err
 		}
 	case decoder.KindCommit:
 		s.mu.Lock()

@@ -7,6 +7,7 @@
 #                                   (the fetched jars stay as a cache; --purge-all removes them too)
 #   scripts/kafka.sh status         exit 0 if running and answering, 3 if not
 #   scripts/kafka.sh env            print: export WALRELAY_TEST_KAFKA_BROKERS=... (and the PROXIED/PROXY pair)
+#   scripts/kafka.sh pid            print the broker's pid (the fault suite pauses and kills it)
 #
 # Besides the ordinary listener, the broker has a second plain listener, PROXIED, for the fault-injection
 # tests (test/faultproxy): bound on 127.0.0.1:$WALRELAY_KAFKA_PROXIED_PORT but advertised as
@@ -310,5 +311,6 @@ case "${1:-}" in
   stop) shift; cmd_stop "$@" ;;
   status) shift; cmd_status "$@" ;;
   env) shift; cmd_env "$@" ;;
-  *) echo "usage: $0 {start|stop [--purge|--purge-all]|status|env}" >&2; exit 2 ;;
+  pid) live_pid || { echo "kafka.sh: not running" >&2; exit 3; } ;;
+  *) echo "usage: $0 {start|stop [--purge|--purge-all]|status|env|pid}" >&2; exit 2 ;;
 esac

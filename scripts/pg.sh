@@ -3,6 +3,7 @@
 #
 #   scripts/pg.sh start          install postgresql-15 if missing, init a private cluster, start it, wait until ready
 #   scripts/pg.sh stop [--purge] fast shutdown (no-op if not running); --purge also removes the cluster
+#   scripts/pg.sh restart MODE   stop with pg_ctl -m fast or -m immediate (a crash), then start again
 #   scripts/pg.sh status         exit 0 if running and accepting connections, 3 if not
 #   scripts/pg.sh env            print: export WALRELAY_TEST_PG_URL=...
 #
@@ -219,6 +220,18 @@ cmd_stop() {
   fi
 }
 
+# restart fast|immediate: what the fault suite does to a running server
+# (immediate is a crash: the server recovers from its WAL on the way up).
+cmd_restart() {
+  local mode="${1:-fast}"
+  case "$mode" in fast | immediate) ;; *) die "restart: mode must be fast or immediate" ;; esac
+  pick_owner
+  running || die "restart: not running"
+  log "stopping ($mode)"
+  as_owner "$PGBIN/pg_ctl" -D "$DATA" -m "$mode" -w -t 60 stop >/dev/null || fail_with_log "pg_ctl stop -m $mode failed"
+  cmd_start
+}
+
 cmd_status() {
   pick_owner
   if [ -x "$PGBIN/pg_ctl" ] && running && ready; then
@@ -236,7 +249,8 @@ cmd_env() {
 case "${1:-}" in
   start) shift; cmd_start "$@" ;;
   stop) shift; cmd_stop "$@" ;;
+  restart) shift; cmd_restart "$@" ;;
   status) shift; cmd_status "$@" ;;
   env) shift; cmd_env "$@" ;;
-  *) echo "usage: $0 {start|stop [--purge]|status|env}" >&2; exit 2 ;;
+  *) echo "usage: $0 {start|stop [--purge]|restart [fast|immediate]|status|env}" >&2; exit 2 ;;
 esac

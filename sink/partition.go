@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/failpoint"
 )
 
 // partition is the queue of one topic-partition. Publish pushes; one worker
@@ -212,6 +214,7 @@ func (s *Sink) ack(p *partition, batch []*record) {
 		size += r.size
 	}
 	s.ackMu.Unlock()
+	failpoint.Inject("after-ack")
 	p.published.Add(float64(len(batch)))
 	s.inflight.release(len(batch), size)
 }

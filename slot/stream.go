@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/failpoint"
 )
 
 // finalStatusTimeout bounds the last status update at shutdown.
@@ -200,7 +202,9 @@ func (s *Stream) handleCopyData(ctx context.Context, out chan<- Event, pos Posit
 			return err
 		}
 		if pkm.ReplyRequested {
-			return s.sendStatus(ctx, pos, false)
+			err := s.sendStatus(ctx, pos, false)
+			failpoint.Inject("keepalive-reply")
+			return err
 		}
 	case pglogrepl.XLogDataByteID:
 		xld, err := pglogrepl.ParseXLogData(data[1:])
@@ -266,6 +270,9 @@ func (s *Stream) sendStatus(ctx context.Context, pos Position, final bool) error
 	}
 	s.nextStatus = time.Now().Add(s.cfg.StatusInterval)
 	s.metrics.statusSent(s.sent, s.walEnd)
+	if !final {
+		failpoint.Inject("after-status")
+	}
 	if final {
 		s.log.Info("final status update sent", zap.String("slot", s.cfg.Slot), zap.Stringer("confirmed_lsn", s.sent))
 	} else {

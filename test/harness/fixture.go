@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -137,8 +138,16 @@ func (f *Fixture) Start(extra ...string) *Relay {
 
 func (f *Fixture) Run(extra ...string) *Relay {
 	f.t.Helper()
+	return f.RunEnv(nil, extra...)
+}
+
+// RunEnv runs `walrelay run` with extra environment variables (say
+// WALRELAY_FAILPOINT=after-ack) on top of the test's own.
+func (f *Fixture) RunEnv(env []string, extra ...string) *Relay {
+	f.t.Helper()
 	r := &Relay{t: f.t, Stderr: &syncBuffer{}, done: make(chan struct{})}
 	r.Cmd = exec.Command(Binary, f.Args("run", extra...)...)
+	r.Cmd.Env = append(os.Environ(), env...)
 	r.Cmd.Stdout, r.Cmd.Stderr = r.Stderr, r.Stderr
 	if err := r.Cmd.Start(); err != nil {
 		f.t.Fatalf("start walrelay run: %v", err)

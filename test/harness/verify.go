@@ -97,12 +97,13 @@ func (f *Fixture) ExpectedTopic(r Row) string {
 // report is what the verifier found.
 type Report struct {
 	Expected, Delivered int
-	Lost                []string // message ids committed and not in Kafka
-	Duplicates          int      // records repeating an earlier message id
-	Unexpected          []string // records no committed row explains
-	Mismatches          []string // records that differ from their row
-	OutOfOrder          []string // aggregates whose versions are not 1, 2, 3, ...
-	SplitAggregates     []string // aggregates found in more than one partition
+	Lost                []string   // message ids committed and not in Kafka
+	Duplicates          int        // records repeating an earlier message id
+	Unexpected          []string   // records no committed row explains
+	Mismatches          []string   // records that differ from their row
+	OutOfOrder          []string   // aggregates whose versions are not 1, 2, 3, ...
+	SplitAggregates     []string   // aggregates found in more than one partition
+	Repeats             []Position // where each duplicate stands
 }
 
 func (r Report) String() string {
@@ -154,6 +155,7 @@ func (f *Fixture) Verify(rows []Row) Report {
 			}
 			if seen[id] {
 				rep.Duplicates++
+				rep.Repeats = append(rep.Repeats, Position{topic, rec.Partition, rec.Offset})
 				continue
 			}
 			seen[id] = true
