@@ -6,7 +6,7 @@ SHELL := /bin/bash
 GO ?= go
 FUZZTIME ?= 20s
 
-.PHONY: all build test unit e2e fuzz vet rig-up rig-down demo clean
+.PHONY: all build test unit faults chaos fuzz vet rig-up rig-down demo clean
 
 all: build
 
@@ -32,7 +32,18 @@ unit:
 # `make rig-down` stops them).
 test: vet rig-up
 	eval "$$(scripts/rig.sh env)"; $(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) faults
 	$(MAKE) fuzz
+
+# The fault-injection suite: it kills and restarts the services, so it runs
+# alone and one test at a time, after the others.
+faults: rig-up
+	eval "$$(scripts/rig.sh env)"; $(GO) test -tags faults -race -count=1 -p 1 -timeout 40m -v ./test/faults
+
+# A longer soak of the same suite: more faults, more load, longer outages.
+CHAOS_SCALE ?= 5
+chaos: rig-up
+	eval "$$(scripts/rig.sh env)"; WALRELAY_CHAOS_SCALE=$(CHAOS_SCALE) $(GO) test -tags faults -race -count=1 -p 1 -timeout 180m -v ./test/faults
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./decoder

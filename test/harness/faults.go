@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,8 +135,14 @@ func (r *Relay) signal(sig syscall.Signal) {
 // Scrape returns one metric's value from the relay's /metrics at addr
 // (the value of the first line that starts with name), or -1 when absent.
 func Scrape(addr, name string) float64 {
-	out, err := exec.Command("curl", "-fsS", "--max-time", "2", "http://"+addr+"/metrics").Output()
+	client := http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + addr + "/metrics")
 	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
 		return -1
 	}
 	for _, line := range strings.Split(string(out), "\n") {
