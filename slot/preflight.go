@@ -220,6 +220,45 @@ func Preflight(ctx context.Context, cfg Config, log *zap.Logger) (Info, error) {
 
 // preflight checks everything Run needs and returns the slot's state.
 func preflight(ctx context.Context, cfg *Config, log *zap.Logger) (Info, error) {
+	return onServer(ctx, cfg, func(conn *pgx.Conn) (Info, error) {
+		pub, err := readPublication(ctx, conn, cfg.Publication)
+		if err != nil {
+			return Info{}, err
+		}
+		if err := checkPublication(pub, cfg.Publication, cfg.Table, log); err != nil {
+			return Info{}, err
+		}
+		db, err := currentDatabase(ctx, conn)
+		if err != nil {
+			return Info{}, err
+		}
+		info, err := ReadSlot(ctx, conn, cfg.Slot)
+		if err != nil {
+			return Info{}, err
+		}
+		return info, checkSlot(info, cfg.Slot, db)
+	})
+}
+
+// Init creates the publication (first: a slot must not predate the
+// publication it decodes with) and a permanent pgoutput slot, each only when
+// missing, and validates what already exists. Running it twice is safe.
+func Init(ctx context.Context, cfg Config, log *zap.Logger) (Info, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return Info{}, err
+	}
+	return onServer(ctx, &cfg, func(conn *pgx.Conn) (Info, error) {
+		if err := ensurePublication(ctx, conn, &cfg, log); err != nil {
+			return Info{}, err
+		}
+		return ensureSlot(ctx, conn, &cfg, log)
+	})
+}
+
+// onServer connects, checks that the server decodes logically and that the
+// outbox table exists, then runs fn on the connection.
+func onServer(ctx context.Context, cfg *Config, fn func(*pgx.Conn) (Info, error)) (Info, error) {
 	conn, err := connect(ctx, cfg)
 	if err != nil {
 		return Info{}, err
@@ -231,47 +270,7 @@ func preflight(ctx context.Context, cfg *Config, log *zap.Logger) (Info, error) 
 	if err := checkTable(ctx, conn, cfg.Table); err != nil {
 		return Info{}, err
 	}
-	pub, err := readPublication(ctx, conn, cfg.Publication)
-	if err != nil {
-		return Info{}, err
-	}
-	if err := checkPublication(pub, cfg.Publication, cfg.Table, log); err != nil {
-		return Info{}, err
-	}
-	db, err := currentDatabase(ctx, conn)
-	if err != nil {
-		return Info{}, err
-	}
-	info, err := ReadSlot(ctx, conn, cfg.Slot)
-	if err != nil {
-		return Info{}, err
-	}
-	return info, checkSlot(info, cfg.Slot, db)
-}
-
-// Init creates the publication (first: a slot must not predate the
-// publication it decodes with) and a permanent pgoutput slot, each only when
-// missing, and validates what already exists. Running it twice is safe.
-func Init(ctx context.Context, cfg Config, log *zap.Logger) (Info, error) {
-	cfg.setDefaults()
-	if err := cfg.validate(); err != nil {
-		return Info{}, err
-	}
-	conn, err := connect(ctx, &cfg)
-	if err != nil {
-		return Info{}, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if err := checkServer(ctx, conn); err != nil {
-		return Info{}, err
-	}
-	if err := checkTable(ctx, conn, cfg.Table); err != nil {
-		return Info{}, err
-	}
-	if err := ensurePublication(ctx, conn, &cfg, log); err != nil {
-		return Info{}, err
-	}
-	return ensureSlot(ctx, conn, &cfg, log)
+	return fn(conn)
 }
 
 func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg *Config, log *zap.Logger) error {

@@ -26,12 +26,8 @@ import (
 const startCheckTimeout = 30 * time.Second
 
 func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
-	o, ok, err := parse("run", args, stderr)
+	o, log, ok, err := parseWithLogger("run", args, stderr)
 	if !ok {
-		return err
-	}
-	log, err := newLogger(o.LogLevel, stderr)
-	if err != nil {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr

@@ -7,6 +7,8 @@ import (
 	"io"
 	"runtime/debug"
 
+	"go.uber.org/zap"
+
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
 )
@@ -36,6 +38,19 @@ func parse(verb string, args []string, stderr io.Writer) (options, bool, error) 
 	return o, err == nil, err
 }
 
+// parseWithLogger parses args and builds the logger they ask for.
+func parseWithLogger(verb string, args []string, stderr io.Writer) (options, *zap.Logger, bool, error) {
+	o, ok, err := parse(verb, args, stderr)
+	if !ok {
+		return o, nil, false, err
+	}
+	log, err := newLogger(o.LogLevel, stderr)
+	if err != nil {
+		return o, nil, false, err
+	}
+	return o, log, true, nil
+}
+
 func runSchema(args []string, stdout, stderr io.Writer) error {
 	o, ok, err := parse("schema", args, stderr)
 	if !ok {
@@ -54,12 +69,8 @@ func runSchema(args []string, stdout, stderr io.Writer) error {
 }
 
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, ok, err := parse("init", args, stderr)
+	o, log, ok, err := parseWithLogger("init", args, stderr)
 	if !ok {
-		return err
-	}
-	log, err := newLogger(o.LogLevel, stderr)
-	if err != nil {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
