@@ -90,7 +90,7 @@ func (c *Config) pgConfig() (*pgx.ConnConfig, error) {
 	if pc.ConnectTimeout == 0 {
 		pc.ConnectTimeout = connectTimeout
 	}
-	for k, v := range sessionParams(c.LeaseTimeout) {
+	for k, v := range sessionParams(c.LeaseTimeout, c.RetryInterval) {
 		pc.RuntimeParams[k] = v
 	}
 	return pc, nil
@@ -101,15 +101,25 @@ func (c *Config) pgConfig() (*pgx.ConnConfig, error) {
 // at least 2*lease (PostgreSQL's defaults leave it to the OS: hours). They
 // are user-settable and ignored on Unix sockets. With the default lease:
 // idle 5s, interval 2s, 3 probes, user timeout 10000ms.
-func sessionParams(lease time.Duration) map[string]string {
+//
+// A leader whose process is paused (SIGSTOP) or whose network stalls keeps
+// a healthy TCP connection, so none of those fire; idle_session_timeout
+// does (PostgreSQL 14+): a live leader proves its lock every CheckInterval
+// and a standby tries every RetryInterval, so a session idle for twice the
+// longer of lease and retry interval belongs to a process that cannot act,
+// and the server ends it, releasing the lock for a standby. With the
+// defaults: 10s.
+func sessionParams(lease, retry time.Duration) map[string]string {
 	idle := max(5, int((lease+time.Second-1)/time.Second))
 	userTimeout := max(10*time.Second, 2*lease)
+	idleSession := 2 * max(lease, retry)
 	return map[string]string{
 		"application_name":        ApplicationName,
 		"tcp_keepalives_idle":     strconv.Itoa(idle),
 		"tcp_keepalives_interval": "2",
 		"tcp_keepalives_count":    "3",
 		"tcp_user_timeout":        strconv.FormatInt(userTimeout.Milliseconds(), 10),
+		"idle_session_timeout":    strconv.FormatInt(idleSession.Milliseconds(), 10),
 	}
 }
 

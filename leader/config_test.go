@@ -37,9 +37,15 @@ func TestNewDefaults(t *testing.T) {
 // The server must keep the lock of a vanished leader longer than the
 // leader's lease, whatever the lease.
 func TestSessionParamsOutlastLease(t *testing.T) {
-	p := sessionParams(12 * time.Second)
-	if p["tcp_user_timeout"] != "24000" || p["tcp_keepalives_idle"] != "12" {
-		t.Errorf("lease 12s: got user timeout %s, idle %s; want 24000, 12", p["tcp_user_timeout"], p["tcp_keepalives_idle"])
+	p := sessionParams(12*time.Second, 2*time.Second)
+	if p["tcp_user_timeout"] != "24000" || p["tcp_keepalives_idle"] != "12" || p["idle_session_timeout"] != "24000" {
+		t.Errorf("lease 12s: got user timeout %s, idle %s, idle session %s; want 24000, 12, 24000",
+			p["tcp_user_timeout"], p["tcp_keepalives_idle"], p["idle_session_timeout"])
+	}
+	// A standby that tries less often than the lease must not be cut off
+	// between its tries.
+	if p := sessionParams(time.Second, 5*time.Second); p["idle_session_timeout"] != "10000" {
+		t.Errorf("retry 5s: idle session timeout %s; want 10000", p["idle_session_timeout"])
 	}
 }
 

@@ -36,6 +36,7 @@ func TestSessionSettingsReachServer(t *testing.T) {
 		"tcp_keepalives_interval": "2",
 		"tcp_keepalives_count":    "3",
 		"tcp_user_timeout":        "10000", // milliseconds, shown without a unit
+		"idle_session_timeout":    "10s",
 	}
 	for name, v := range want {
 		var got string

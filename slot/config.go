@@ -28,6 +28,14 @@ type Config struct {
 	// ConnectTimeout bounds each connection attempt when the URL does not
 	// set connect_timeout. Defaults to 10s.
 	ConnectTimeout time.Duration
+	// TakeOver lets the stream end another process's hold on the slot
+	// (pg_terminate_backend of its walsender) instead of waiting for it.
+	// Only for a caller that knows the holder is stale: walrelay sets it
+	// when it holds the leader lock, which the holder then cannot have; the
+	// holder is a leader that was paused or cut off, whose walsender would
+	// otherwise keep the slot until wal_sender_timeout. Without the
+	// privilege to do so, the stream waits as without TakeOver.
+	TakeOver bool
 	// ActiveRetryMin and ActiveRetryMax bound the exponential backoff while
 	// the slot is in use by another process ("replication slot is
 	// active"). Defaults to 1s and 15s.

@@ -87,12 +87,15 @@ func (s *Stream) Run(ctx context.Context, out chan<- Event, pos Position, draine
 }
 
 // start runs the preflight and START_REPLICATION, retrying with backoff
-// while another process holds the slot.
+// while another process holds the slot (or taking it over, with TakeOver).
 func (s *Stream) start(ctx context.Context) (Info, error) {
 	backoff := s.cfg.ActiveRetryMin
 	for {
 		info, err := preflight(ctx, &s.cfg, s.log)
-		if err == nil && !info.Active {
+		if err != nil {
+			return Info{}, err
+		}
+		if !info.Active {
 			err = s.startReplication(ctx)
 			if err == nil {
 				return info, nil
@@ -100,8 +103,8 @@ func (s *Stream) start(ctx context.Context) (Info, error) {
 			if !isSlotActive(err) {
 				return Info{}, err
 			}
-		} else if err != nil {
-			return Info{}, err
+		} else if s.cfg.TakeOver && s.terminateHolder(ctx, info.ActivePID) {
+			backoff = s.cfg.ActiveRetryMin
 		}
 		s.log.Info("replication slot is active in another process; waiting",
 			zap.String("slot", s.cfg.Slot), zap.Int32("active_pid", info.ActivePID), zap.Duration("retry_in", backoff))
@@ -112,6 +115,27 @@ func (s *Stream) start(ctx context.Context) (Info, error) {
 		}
 		backoff = min(2*backoff, s.cfg.ActiveRetryMax)
 	}
+}
+
+// terminateHolder ends the walsender of a stale holder of the slot and
+// reports whether it did.
+func (s *Stream) terminateHolder(ctx context.Context, pid int32) bool {
+	conn, err := connect(ctx, &s.cfg)
+	if err != nil {
+		s.log.Warn("cannot take over the replication slot", zap.String("slot", s.cfg.Slot), zap.Error(err))
+		return false
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var done bool
+	err = conn.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&done)
+	if err != nil || !done {
+		s.log.Warn("cannot end the slot's previous reader; waiting for it to go",
+			zap.String("slot", s.cfg.Slot), zap.Int32("active_pid", pid), zap.Bool("terminated", done), zap.Error(err))
+		return false
+	}
+	s.log.Warn("ended the slot's previous reader, which no longer holds leadership",
+		zap.String("slot", s.cfg.Slot), zap.Int32("active_pid", pid))
+	return true
 }
 
 // isSlotActive recognises "replication slot ... is active for PID ..."

@@ -89,6 +89,10 @@ func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard fu
 		Metrics:             sink.NewMetrics(reg),
 		Guard:               guard,
 	}
+	// The relay streams only as the leader, so whoever else holds the slot
+	// is a stale leader: take the slot over rather than wait out its
+	// wal_sender_timeout.
+	sc.TakeOver = true
 	slotMetrics := slot.NewMetrics(reg)
 	factory := func(ack func(uint64)) (relay.Parts, error) {
 		stream, err := slot.New(sc, log, slotMetrics)
