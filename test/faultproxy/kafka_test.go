@@ -107,19 +107,30 @@ func produceEventually(t *testing.T, client *kafka.Client, topic, value string) 
 	}
 }
 
-// fetchAll reads the values of partition 0 of topic from offset 0.
+// fetchAll reads the values of partition 0 of topic from offset 0. The
+// client may still hold a pooled connection that a Cut reset: the first
+// requests on it fail, so a fetch is retried like a produce.
 func fetchAll(t *testing.T, client *kafka.Client, topic string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := client.Fetch(ctx, &kafka.FetchRequest{
-		Topic: topic, MinBytes: 1, MaxBytes: 1 << 20, MaxWait: 500 * time.Millisecond,
-	})
-	if err == nil {
-		err = res.Error
-	}
-	if err != nil {
-		t.Fatalf("fetch %s through the proxy: %v", topic, err)
+	deadline := time.Now().Add(20 * time.Second)
+	var res *kafka.FetchResponse
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var err error
+		res, err = client.Fetch(ctx, &kafka.FetchRequest{
+			Topic: topic, MinBytes: 1, MaxBytes: 1 << 20, MaxWait: 500 * time.Millisecond,
+		})
+		cancel()
+		if err == nil {
+			err = res.Error
+		}
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fetch %s through the proxy: %v", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	var values []string
 	for {
