@@ -76,6 +76,26 @@ func startProxy(t *testing.T, target string) *Proxy {
 // waits for them, so none may be left right after it returns.
 func checkNoGoroutines(t *testing.T) {
 	t.Helper()
+	// A goroutine that has called wg.Done may still be on its way out when
+	// Wait returns: give the stragglers a moment before calling it a leak.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		left := proxyGoroutines()
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, g := range left {
+				t.Errorf("goroutine left after Close:\n%s", g)
+			}
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// proxyGoroutines are the stacks of the goroutines running proxy code.
+func proxyGoroutines() []string {
 	buf := make([]byte, 1<<16)
 	for {
 		n := runtime.Stack(buf, true)
@@ -85,11 +105,13 @@ func checkNoGoroutines(t *testing.T) {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+	var left []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		if strings.Contains(g, "faultproxy.(*Proxy)") {
-			t.Errorf("goroutine left after Close:\n%s", g)
+			left = append(left, g)
 		}
 	}
+	return left
 }
 
 func dial(t *testing.T, addr string) net.Conn {
