@@ -5,7 +5,7 @@
 #   scripts/pg.sh stop [--purge] fast shutdown (no-op if not running); --purge also removes the cluster
 #   scripts/pg.sh restart MODE   stop with pg_ctl -m fast or -m immediate (a crash), then start again
 #   scripts/pg.sh status         exit 0 if running and accepting connections, 3 if not
-#   scripts/pg.sh env            print: export WALRELAY_TEST_PG_URL=...
+#   scripts/pg.sh env            print: export WALRELAY_TEST_PG_URL=... and WALRELAY_TEST_PG_LOG (the server log)
 #
 # Environment:
 #   WALRELAY_RIG_DIR            state root (default: <repo>/.rig); this cluster lives in $WALRELAY_RIG_DIR/pg
@@ -244,6 +244,7 @@ cmd_status() {
 
 cmd_env() {
   echo "export WALRELAY_TEST_PG_URL='$URL'"
+  echo "export WALRELAY_TEST_PG_LOG='$LOG'"
 }
 
 case "${1:-}" in

@@ -274,7 +274,7 @@ type outagePGLog struct {
 
 func outagePGLogFrom(t *testing.T) outagePGLog {
 	t.Helper()
-	path := filepath.Join(harness.Env(t, "WALRELAY_RIG_DIR"), "pg", "postgres.log")
+	path := harness.Env(t, "WALRELAY_TEST_PG_LOG")
 	st, err := os.Stat(path)
 	harness.Must(t, err, "stat the PostgreSQL log")
 	return outagePGLog{path: path, offset: st.Size()}
