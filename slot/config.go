@@ -25,6 +25,12 @@ type Config struct {
 	// well under the server's wal_sender_timeout (60s by default).
 	// Defaults to 10s.
 	StatusInterval time.Duration
+	// ConfirmInterval is how often the stream looks whether the safe
+	// position moved, and confirms it at once if it did, without waiting
+	// for the status interval: the server can recycle WAL sooner, and a
+	// crash replays at most about this long of acknowledged messages.
+	// Defaults to 250ms; it never exceeds StatusInterval.
+	ConfirmInterval time.Duration
 	// ConnectTimeout bounds each connection attempt when the URL does not
 	// set connect_timeout. Defaults to 10s.
 	ConnectTimeout time.Duration
@@ -49,6 +55,10 @@ func (c *Config) setDefaults() {
 	if c.StatusInterval <= 0 {
 		c.StatusInterval = 10 * time.Second
 	}
+	if c.ConfirmInterval <= 0 {
+		c.ConfirmInterval = 250 * time.Millisecond
+	}
+	c.ConfirmInterval = min(c.ConfirmInterval, c.StatusInterval)
 	if c.ConnectTimeout <= 0 {
 		c.ConnectTimeout = 10 * time.Second
 	}

@@ -31,7 +31,8 @@ type Stream struct {
 	sent pglogrepl.LSN
 	// walEnd is the server's WAL end as last reported, for the lag gauge.
 	walEnd     pglogrepl.LSN
-	nextStatus time.Time
+	nextStatus time.Time // the next status update is due, changed or not
+	nextCheck  time.Time // the next look at whether pos() moved
 }
 
 // New validates cfg. metrics may be nil.
@@ -170,18 +171,17 @@ func (s *Stream) startReplication(ctx context.Context) error {
 	}
 	s.conn = conn
 	s.nextStatus = time.Now().Add(s.cfg.StatusInterval)
+	s.nextCheck = time.Now().Add(s.cfg.ConfirmInterval)
 	return nil
 }
 
 // receive reads the stream until ctx is done or it fails.
 func (s *Stream) receive(ctx context.Context, out chan<- Event, pos Position) error {
 	for {
-		if !time.Now().Before(s.nextStatus) {
-			if err := s.sendStatus(ctx, pos, false); err != nil {
-				return err
-			}
+		if err := s.statusIfDue(ctx, pos); err != nil {
+			return err
 		}
-		rctx, cancel := context.WithDeadline(ctx, s.nextStatus)
+		rctx, cancel := context.WithDeadline(ctx, s.wake())
 		msg, err := s.conn.ReceiveMessage(rctx)
 		cancel()
 		if err != nil {
@@ -261,7 +261,7 @@ func (s *Stream) deliver(ctx context.Context, out chan<- Event, pos Position, ev
 	default:
 	}
 	for {
-		timer := time.NewTimer(time.Until(s.nextStatus))
+		timer := time.NewTimer(time.Until(s.wake()))
 		select {
 		case out <- ev:
 			timer.Stop()
@@ -270,11 +270,38 @@ func (s *Stream) deliver(ctx context.Context, out chan<- Event, pos Position, ev
 			timer.Stop()
 			return ctx.Err()
 		case <-timer.C:
-			if err := s.sendStatus(ctx, pos, false); err != nil {
+			if err := s.statusIfDue(ctx, pos); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// wake is when the stream must next look at its status: the status
+// interval's deadline, or the next check for a newly safe position.
+func (s *Stream) wake() time.Time {
+	if s.nextCheck.Before(s.nextStatus) {
+		return s.nextCheck
+	}
+	return s.nextStatus
+}
+
+// statusIfDue sends a status update when the status interval is up, or
+// when the safe position moved and ConfirmInterval has passed since the
+// last look: the server forgets WAL sooner, and a crash replays less.
+func (s *Stream) statusIfDue(ctx context.Context, pos Position) error {
+	now := time.Now()
+	if !now.Before(s.nextStatus) {
+		return s.sendStatus(ctx, pos, false)
+	}
+	if now.Before(s.nextCheck) {
+		return nil
+	}
+	s.nextCheck = now.Add(s.cfg.ConfirmInterval)
+	if pos() > s.sent {
+		return s.sendStatus(ctx, pos, false)
+	}
+	return nil
 }
 
 // sendStatus confirms pos() (never less than before) as write, flush and
@@ -292,7 +319,9 @@ func (s *Stream) sendStatus(ctx context.Context, pos Position, final bool) error
 	if err != nil {
 		return fmt.Errorf("send status update on slot %q: %w", s.cfg.Slot, err)
 	}
-	s.nextStatus = time.Now().Add(s.cfg.StatusInterval)
+	now := time.Now()
+	s.nextStatus = now.Add(s.cfg.StatusInterval)
+	s.nextCheck = now.Add(s.cfg.ConfirmInterval)
 	s.metrics.statusSent(s.sent, s.walEnd)
 	if !final {
 		failpoint.Inject("after-status")
@@ -309,7 +338,7 @@ func (s *Stream) sendStatus(ctx context.Context, pos Position, final bool) error
 // meanwhile, then confirms what is done under a fresh timeout.
 func (s *Stream) finish(pos Position, drained <-chan struct{}) error {
 	for {
-		timer := time.NewTimer(time.Until(s.nextStatus))
+		timer := time.NewTimer(time.Until(s.wake()))
 		select {
 		case <-drained:
 			timer.Stop()
@@ -318,7 +347,7 @@ func (s *Stream) finish(pos Position, drained <-chan struct{}) error {
 			return s.sendStatus(ctx, pos, true)
 		case <-timer.C:
 			ctx, cancel := context.WithTimeout(context.Background(), finalStatusTimeout)
-			err := s.sendStatus(ctx, pos, false)
+			err := s.statusIfDue(ctx, pos)
 			cancel()
 			if err != nil {
 				return err

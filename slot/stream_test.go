@@ -104,14 +104,15 @@ func TestStreamDeliversAndConfirms(t *testing.T) {
 	f.waitConfirmed(tx2.end, 5*time.Second)
 }
 
-// TestStreamFinalStatusUpdate uses a status interval longer than the test:
-// the only status update that can confirm is the final one.
+// TestStreamFinalStatusUpdate uses status and confirm intervals longer than
+// the test: the only status update that can confirm is the final one.
 func TestStreamFinalStatusUpdate(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	initial := f.initSlot()
 	cfg := f.config()
 	cfg.StatusInterval = time.Hour
+	cfg.ConfirmInterval = time.Hour
 	r := startRun(t, cfg, 1024)
 	r.start(10 * time.Second)
 
@@ -285,4 +286,24 @@ func TestStreamRestartResumesAtConfirmed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A newly safe position is confirmed within about ConfirmInterval, long
+// before the status interval is up.
+func TestStreamConfirmsPromptlyWhenThePositionMoves(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.initSlot()
+	cfg := f.config()
+	cfg.StatusInterval = time.Hour
+	cfg.ConfirmInterval = 100 * time.Millisecond
+	r := startRun(t, cfg, 1024)
+	r.start(10 * time.Second)
+
+	f.insert("one")
+	tx := r.nextTxn(10 * time.Second)
+	r.setPos(tx.end)
+	took := f.waitConfirmed(tx.end, 5*time.Second)
+	t.Logf("confirmed %s after the position moved (status interval 1h, confirm interval 100ms)", took)
+	r.stop()
 }

@@ -25,6 +25,7 @@ type options struct {
 	MetricsAddr         string
 	LogLevel            string
 	StatusInterval      time.Duration
+	ConfirmInterval     time.Duration
 	ShutdownTimeout     time.Duration
 	KafkaLinger         time.Duration
 	MaxInFlightMessages int
@@ -92,6 +93,7 @@ func parseOptions(verb string, args []string, stderr io.Writer) (options, error)
 	f.str(&o.MetricsAddr, "metrics-addr", "127.0.0.1:9187", "listen address for /metrics and /healthz; empty disables")
 	f.str(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.dur(&o.StatusInterval, "status-interval", 10*time.Second, "how often the confirmed position is sent to PostgreSQL; keep well under wal_sender_timeout")
+	f.dur(&o.ConfirmInterval, "confirm-interval", 250*time.Millisecond, "how soon a newly acknowledged position is confirmed to PostgreSQL (bounds what a crash replays)")
 	f.dur(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight Kafka writes may finish after SIGTERM")
 	f.dur(&o.KafkaLinger, "kafka-linger", 5*time.Millisecond, "how long a partition batch waits to fill")
 	f.int(&o.MaxInFlightMessages, "max-in-flight-messages", 10000, "messages handed to Kafka but not yet acknowledged, at most")

@@ -96,10 +96,11 @@ func (o options) slotConfig() (slot.Config, error) {
 		return slot.Config{}, fmt.Errorf("--postgres-url (WALRELAY_POSTGRES_URL) is required")
 	}
 	return slot.Config{
-		ConnString:     o.PostgresURL,
-		Slot:           o.Slot,
-		Publication:    sc.Publication,
-		Table:          sc.Table,
-		StatusInterval: o.StatusInterval,
+		ConnString:      o.PostgresURL,
+		Slot:            o.Slot,
+		Publication:     sc.Publication,
+		Table:           sc.Table,
+		StatusInterval:  o.StatusInterval,
+		ConfirmInterval: o.ConfirmInterval,
 	}, nil
 }
