@@ -42,6 +42,8 @@ const usage = `walrelay publishes committed outbox rows from the PostgreSQL WAL 
 Usage:
   walrelay run      [flags]   stream the outbox to Kafka until stopped (SIGTERM/SIGINT)
   walrelay init     [flags]   create the publication and the replication slot (safe to repeat)
+  walrelay check    [flags]   check PostgreSQL and Kafka settings and privileges: ok / warn / fail
+  walrelay status   [flags]   show the slot, its lag, the publication and the leader (--json for scripts)
   walrelay schema   [flags]   print the outbox DDL for your migrations
   walrelay version            print the version
 
@@ -61,6 +63,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runRelay(ctx, rest, stderr)
 	case "init":
 		return runInit(ctx, rest, stdout, stderr)
+	case "check":
+		return runCheck(ctx, rest, stdout, stderr)
+	case "status":
+		return runStatus(ctx, rest, stdout, stderr)
 	case "schema":
 		return runSchema(rest, stdout, stderr)
 	case "version", "--version", "-version":

@@ -33,6 +33,10 @@ type options struct {
 	LeaderRetry         time.Duration
 	LeaderCheck         time.Duration
 	LeaderLease         time.Duration
+	SlotPollInterval    time.Duration
+	HeartbeatInterval   time.Duration
+	StallThreshold      time.Duration
+	JSON                bool
 	Columns             schema.Columns
 }
 
@@ -78,6 +82,18 @@ func (f *flags) int(p *int, name string, def int, help string) {
 	f.fs.IntVar(p, name, def, help+" ("+envName(name)+")")
 }
 
+func (f *flags) boolean(p *bool, name string, def bool, help string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			f.errs = append(f.errs, fmt.Sprintf("%s=%q is not true or false", envName(name), v))
+		} else {
+			def = b
+		}
+	}
+	f.fs.BoolVar(p, name, def, help+" ("+envName(name)+")")
+}
+
 // parseOptions reads flags and variables for verb.
 func parseOptions(verb string, args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -101,6 +117,10 @@ func parseOptions(verb string, args []string, stderr io.Writer) (options, error)
 	f.dur(&o.LeaderRetry, "leader-retry-interval", 2*time.Second, "how often a standby tries to become the leader")
 	f.dur(&o.LeaderCheck, "leader-check-interval", time.Second, "how often the leader proves its lock on PostgreSQL")
 	f.dur(&o.LeaderLease, "leader-lease", 5*time.Second, "how long after its last proof the leader may still publish")
+	f.dur(&o.SlotPollInterval, "slot-poll-interval", 5*time.Second, "how often the slot's figures are read from pg_replication_slots for the metrics")
+	f.dur(&o.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often the leader writes a heartbeat into the WAL (pg_logical_emit_message) so the slot moves while the outbox is idle; 0 disables")
+	f.dur(&o.StallThreshold, "stall-threshold", 2*time.Minute, "how long the WAL may move on while the confirmed position does not, with nothing in flight, before walrelay reports a stall")
+	f.boolean(&o.JSON, "json", false, "status and check: print JSON instead of a table")
 	cols := schema.DefaultColumns()
 	f.str(&o.Columns.MessageID, "column-message-id", cols.MessageID, "column holding the message id (uuid)")
 	f.str(&o.Columns.AggregateType, "column-aggregate-type", cols.AggregateType, "column holding the aggregate type")
