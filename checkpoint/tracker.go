@@ -174,3 +174,16 @@ func (t *Tracker) OldestPending() (TxnID, bool) {
 	}
 	return t.headID, true
 }
+
+// DoneAhead appends to dst the end LSNs of the transactions that are done
+// but queued behind one that is not: Kafka has every message of theirs, yet
+// Safe stays below them, so a new session replays them in full. The relay
+// uses it to count those replays as known duplicates.
+func (t *Tracker) DoneAhead(dst []pglogrepl.LSN) []pglogrepl.LSN {
+	for i := range t.q.len() {
+		if x := t.q.at(i); x.done() {
+			dst = append(dst, x.end)
+		}
+	}
+	return dst
+}

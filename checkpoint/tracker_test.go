@@ -264,3 +264,27 @@ func ExampleTracker() {
 	// 0/200
 	// true 0/300
 }
+
+// DoneAhead lists the done transactions Safe cannot pass yet, in order, and
+// forgets them once Safe passes them.
+func TestDoneAhead(t *testing.T) {
+	tr := New(0x100)
+	ends := []pglogrepl.LSN{0x200, 0x300, 0x400, 0x500}
+	ids := make([]TxnID, len(ends))
+	for i, end := range ends {
+		id, err := tr.Begin()
+		must(t, err)
+		must(t, tr.Add(id))
+		must(t, tr.Commit(id, end))
+		ids[i] = id
+	}
+	must(t, tr.Ack(ids[1]))
+	must(t, tr.Ack(ids[3]))
+	if got, want := fmt.Sprint(tr.DoneAhead(nil)), fmt.Sprint([]pglogrepl.LSN{0x300, 0x500}); got != want || tr.Safe() != 0x100 {
+		t.Fatalf("DoneAhead: got %s with Safe %s; want %s with Safe 0/100", got, tr.Safe(), want)
+	}
+	must(t, tr.Ack(ids[0]))
+	if got, want := fmt.Sprint(tr.DoneAhead(nil)), fmt.Sprint([]pglogrepl.LSN{0x500}); got != want || tr.Safe() != 0x300 {
+		t.Fatalf("after acking the head: got %s with Safe %s; want %s with Safe 0/300", got, tr.Safe(), want)
+	}
+}

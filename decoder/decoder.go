@@ -25,7 +25,8 @@ type Kind uint8
 
 const (
 	// KindSkip: nothing for the caller (Relation, Type, Origin, Update,
-	// Delete, Truncate, logical Message, rows of other tables, ...).
+	// Delete, Truncate, logical messages other than walrelay's heartbeats,
+	// rows of other tables, ...).
 	KindSkip Kind = iota
 	// KindBegin: a transaction starts; XID, FinalLSN and CommitTime are set.
 	KindBegin
@@ -34,9 +35,13 @@ const (
 	// KindCommit: the open transaction ends; CommitLSN, EndLSN and
 	// CommitTime are set.
 	KindCommit
+	// KindHeartbeat: a walrelay heartbeat (schema.HeartbeatPrefix), a
+	// logical message written outside any transaction. EndLSN is its WAL
+	// position: every transaction that committed before it has been sent.
+	KindHeartbeat
 )
 
-var kindNames = [...]string{"skip", "begin", "message", "commit"}
+var kindNames = [...]string{"skip", "begin", "message", "commit", "heartbeat"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -56,7 +61,8 @@ type Event struct {
 	// CommitLSN is the LSN of the commit record. Commit only.
 	CommitLSN pglogrepl.LSN
 	// EndLSN is the Commit's TransactionEndLSN: the position walrelay
-	// confirms once every message of the transaction is acknowledged.
+	// confirms once every message of the transaction is acknowledged. On
+	// KindHeartbeat, the heartbeat's position.
 	EndLSN pglogrepl.LSN
 	// CommitTime is the commit timestamp (UTC). Set on Begin, Message and
 	// Commit.
@@ -132,6 +138,8 @@ func (d *Decoder) Decode(data []byte) (Event, error) {
 		return Event{}, d.relation(r)
 	case 'I':
 		return d.insert(r)
+	case 'M':
+		return d.logicalMessage(r)
 	default:
 		return Event{}, nil
 	}
@@ -149,6 +157,21 @@ func (d *Decoder) begin(r *reader) (Event, error) {
 	}
 	d.tx = tx
 	return Event{Kind: KindBegin, XID: tx.xid, FinalLSN: tx.finalLSN, CommitTime: tx.commitTime}, nil
+}
+
+// logicalMessage (pgoutput sends them with the messages option): Int8 flags (1:
+// transactional), Int64 LSN, String prefix, Int32 length, Byte[n] content.
+// Only walrelay's own heartbeats, written outside transactions, matter.
+func (d *Decoder) logicalMessage(r *reader) (Event, error) {
+	flags, lsn, prefix := r.u8(), r.lsn(), r.cstring()
+	r.take(int(int32(r.u32())))
+	if err := r.finish(); err != nil {
+		return Event{}, fmt.Errorf("decode logical message: %w", err)
+	}
+	if flags&1 != 0 || string(prefix) != schema.HeartbeatPrefix {
+		return Event{}, nil
+	}
+	return Event{Kind: KindHeartbeat, EndLSN: lsn}, nil
 }
 
 // commit: Int8 flags (unused), Int64 commit LSN, Int64 end LSN, Int64

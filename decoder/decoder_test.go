@@ -115,6 +115,8 @@ func TestSkipped(t *testing.T) {
 		{"delete", []byte("D\x00\x00\x40\x06K\x00\x00")},
 		{"truncate", []byte("T\x00\x00\x00\x01\x00\x00\x00\x00\x40\x06")},
 		{"logical message", []byte("M\x00\x00\x00\x00\x00\x01\x6B\x37\x48walrelay\x00\x00\x00\x00\x00")},
+		{"transactional heartbeat", logicalMsg(true, endLSN, schema.HeartbeatPrefix, "s")},
+		{"message with a longer prefix", logicalMsg(false, endLSN, schema.HeartbeatPrefix+"x", "s")},
 		{"unknown type", []byte("Z")},
 		{"stream start", []byte("S\x00\x00\x00\x01\x01")},
 	}
@@ -127,6 +129,24 @@ func TestSkipped(t *testing.T) {
 				t.Fatalf("skip event = %+v; want the zero Event", ev)
 			}
 		})
+	}
+}
+
+// A heartbeat written outside a transaction yields its position; the
+// decoder's state is untouched, so an open transaction stays open.
+func TestHeartbeat(t *testing.T) {
+	d := newDecoder(t, Config{})
+	ev := mustDecode(t, d, logicalMsg(false, endLSN, schema.HeartbeatPrefix, "walrelay"), KindHeartbeat)
+	if want := (Event{Kind: KindHeartbeat, EndLSN: endLSN}); ev != want {
+		t.Fatalf("heartbeat: got %+v; want %+v", ev, want)
+	}
+	mustDecode(t, d, beginMsg(finalLSN, commitTime, xid), KindBegin)
+	mustDecode(t, d, logicalMsg(false, endLSN+8, schema.HeartbeatPrefix, ""), KindHeartbeat)
+	if ev := mustDecode(t, d, commitMsg(finalLSN, endLSN, commitTime), KindCommit); ev.XID != xid {
+		t.Fatalf("commit after a heartbeat: got xid %d; want %d", ev.XID, xid)
+	}
+	if _, err := d.Decode(append(logicalMsg(false, endLSN, schema.HeartbeatPrefix, "ab"), 'x')); err == nil {
+		t.Fatal("heartbeat with a trailing byte decoded; want an error")
 	}
 }
 
@@ -222,6 +242,7 @@ func TestTruncated(t *testing.T) {
 		"commit":   commitMsg(finalLSN, endLSN, commitTime),
 		"relation": outboxRelation(),
 		"insert":   outboxInsert(),
+		"message":  logicalMsg(false, endLSN, schema.HeartbeatPrefix, "walrelay"),
 	}
 	for name, msg := range msgs {
 		t.Run(name, func(t *testing.T) {

@@ -132,3 +132,15 @@ func outboxInsert() []byte {
 func outboxRelation() []byte {
 	return relationMsg(outboxRel, "public", "outbox_messages", outboxColumns())
 }
+
+// logicalMsg is a logical decoding message (pg_logical_emit_message).
+func logicalMsg(transactional bool, lsn pglogrepl.LSN, prefix, content string) []byte {
+	flags := byte(0)
+	if transactional {
+		flags = 1
+	}
+	b := binary.BigEndian.AppendUint64([]byte{'M', flags}, uint64(lsn))
+	b = append(append(b, prefix...), 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(content)))
+	return append(b, content...)
+}

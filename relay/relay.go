@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decoder"
@@ -30,6 +31,10 @@ type Config struct {
 	// with full jitter, between sessions after a transient failure (a lost
 	// connection to PostgreSQL, say). Default to 1s and 30s.
 	RestartBackoffMin, RestartBackoffMax time.Duration
+	// Registerer gets the relay's metrics (commit-to-ack latency, oldest
+	// unpublished message age, replays, session errors, streaming). Nil
+	// keeps them private.
+	Registerer prometheus.Registerer
 }
 
 func (c *Config) setDefaults() {
@@ -78,12 +83,30 @@ type Relay struct {
 	log      *zap.Logger
 	factory  Factory
 	streamed atomic.Bool // some session of this process reached replication
+	m        metrics
+	cur      atomic.Pointer[session] // the running session, nil between sessions
+	prev     replay                  // what the last session left acknowledged; Run's goroutine only
 }
 
 // New builds a relay; it starts nothing.
 func New(cfg Config, log *zap.Logger, factory Factory) *Relay {
 	cfg.setDefaults()
-	return &Relay{cfg: cfg, log: log, factory: factory}
+	r := &Relay{cfg: cfg, log: log, factory: factory}
+	r.register(cfg.Registerer)
+	return r
+}
+
+// Streaming reports whether a session is replicating from the slot now.
+func (r *Relay) Streaming() bool {
+	s := r.cur.Load()
+	return s != nil && s.started()
+}
+
+// Idle reports that nothing is in flight: no session, or one whose every
+// received transaction is done. For the stall watchdog.
+func (r *Relay) Idle() bool {
+	s := r.cur.Load()
+	return s == nil || s.idle()
 }
 
 // Run streams until ctx is done or a failure that a restart cannot mend. A
@@ -96,18 +119,23 @@ func New(cfg Config, log *zap.Logger, factory Factory) *Relay {
 func (r *Relay) Run(ctx context.Context) error {
 	backoff := r.cfg.RestartBackoffMin
 	for {
-		s := newSession(r.log, r.cfg)
+		s := newSession(r.log, r.cfg, &r.m, r.prev)
 		began := time.Now()
+		r.cur.Store(s)
 		err := s.run(ctx, r.factory)
+		r.cur.Store(nil)
 		if s.started() {
 			r.streamed.Store(true)
+			r.prev = s.leftAcknowledged()
 		}
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
 		if !r.streamed.Load() || permanent(err) {
+			r.m.sessionErrors.WithLabelValues("permanent").Inc()
 			return err
 		}
+		r.m.sessionErrors.WithLabelValues("transient").Inc()
 		if time.Since(began) > time.Minute {
 			backoff = r.cfg.RestartBackoffMin
 		}

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
@@ -121,6 +123,7 @@ func insertMsg(id, aggregateID string) []byte {
 type harness struct {
 	t      *testing.T
 	r      *Relay
+	reg    *prometheus.Registry
 	ack    func(uint64)
 	stream *fakeStream
 	sink   *fakeSink
@@ -138,9 +141,10 @@ func newHarness(t *testing.T) *harness {
 		stream: &fakeStream{feed: make(chan slot.Event), finalPos: make(chan pglogrepl.LSN, 1)},
 		sink:   &fakeSink{published: make(chan published, 100), closed: make(chan struct{})},
 		done:   make(chan error, 1),
+		reg:    prometheus.NewRegistry(),
 	}
 	acks := make(chan func(uint64), 1)
-	h.r = New(Config{ShutdownTimeout: 5 * time.Second}, zaptest.NewLogger(t), func(ack func(uint64)) (Parts, error) {
+	h.r = New(Config{ShutdownTimeout: 5 * time.Second, Registerer: h.reg}, zaptest.NewLogger(t), func(ack func(uint64)) (Parts, error) {
 		acks <- ack
 		return Parts{Stream: h.stream, Decoder: dec, Publisher: h.sink}, nil
 	})
@@ -229,6 +233,143 @@ func TestRelayConfirmsOnlyWhatKafkaAcknowledged(t *testing.T) {
 	}
 	if got := <-h.stream.finalPos; got != 400 {
 		t.Errorf("final status position = %s; want 0/190", got)
+	}
+}
+
+// metric reads one unlabelled gauge or counter from the harness's registry.
+func (h *harness) metric(name string) float64 {
+	h.t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatalf("gather metrics: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		m := mf.GetMetric()[0]
+		switch {
+		case m.GetGauge() != nil:
+			return m.GetGauge().GetValue()
+		case m.GetCounter() != nil:
+			return m.GetCounter().GetValue()
+		case m.GetHistogram() != nil:
+			return float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	h.t.Fatalf("metric %s not registered", name)
+	return 0
+}
+
+func heartbeatMsg(lsn pglogrepl.LSN) []byte {
+	b := binary.BigEndian.AppendUint64([]byte{'M', 0}, uint64(lsn))
+	b = append(append(b, schema.HeartbeatPrefix...), 0)
+	return binary.BigEndian.AppendUint32(b, 0)
+}
+
+// A heartbeat is never published; like a keepalive it is confirmed only
+// when nothing is in flight. The oldest-message age and the latency
+// histogram follow the transaction from receipt to acknowledgement.
+func TestRelayHeartbeatsAndMetrics(t *testing.T) {
+	h := newHarness(t)
+	h.feed(slot.KindStart, 100, nil)
+	h.waitSafe(100)
+	if h.metric("walrelay_streaming") != 1 {
+		t.Fatalf("walrelay_streaming: got %v; want 1 after the stream started", h.metric("walrelay_streaming"))
+	}
+	h.feed(slot.KindData, 105, heartbeatMsg(105))
+	h.waitSafe(105)
+	h.feed(slot.KindData, 110, relationMsg())
+	h.feed(slot.KindData, 120, beginMsg(190, 7))
+	h.feed(slot.KindData, 130, insertMsg("6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11", "o-1"))
+	a := h.published()
+	h.feed(slot.KindData, 190, commitMsg(190, 200))
+	h.feed(slot.KindData, 250, heartbeatMsg(250))
+	h.stays(105)
+	// The begin message's commit time is PostgreSQL's epoch (2000-01-01).
+	if age := h.metric("walrelay_oldest_unpublished_message_age_seconds"); age < 26*365*24*3600 {
+		t.Fatalf("oldest unpublished age with a message in flight: got %v; want the seconds since 2000", age)
+	}
+	if h.r.Idle() {
+		t.Fatal("Idle with a message in flight: got true; want false")
+	}
+	h.ack(a.token)
+	h.waitSafe(200)
+	h.feed(slot.KindData, 260, heartbeatMsg(260))
+	h.waitSafe(260)
+	select {
+	case p := <-h.sink.published:
+		t.Fatalf("published %+v after the heartbeats; want nothing", p.m)
+	default:
+	}
+	if age := h.metric("walrelay_oldest_unpublished_message_age_seconds"); age != 0 || !h.r.Idle() {
+		t.Fatalf("after the ack: age %v, idle %v; want 0 and true", age, h.r.Idle())
+	}
+	if n := h.metric("walrelay_commit_to_ack_seconds"); n != 1 {
+		t.Fatalf("commit-to-ack observations: got %v; want 1", n)
+	}
+	h.cancel()
+	if err := <-h.done; err != nil {
+		t.Fatalf("Run after a stop = %v; want nil", err)
+	}
+	if h.metric("walrelay_streaming") != 0 {
+		t.Fatal("walrelay_streaming after the stop: got 1; want 0")
+	}
+}
+
+// commits follows the tracker: it keeps the commit times of transactions
+// not done, and forgets the rest.
+func TestCommitsFollowTheTracker(t *testing.T) {
+	tr := checkpoint.New(0)
+	var c commits
+	base := time.Unix(1000, 0)
+	var ids []checkpoint.TxnID
+	for i := range 3 {
+		id, err := tr.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.begin(id, base.Add(time.Duration(i)*time.Second))
+		if err := tr.Add(id); err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Commit(id, pglogrepl.LSN(0x100*(i+1))); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for _, id := range []checkpoint.TxnID{ids[1], ids[0]} {
+		if err := tr.Ack(id); err != nil {
+			t.Fatal(err)
+		}
+		c.follow(tr)
+	}
+	if _, ok := c.at(ids[0]); ok {
+		t.Error("commit time of a done transaction: still kept; want forgotten")
+	}
+	if got, ok := c.at(ids[2]); !ok || !got.Equal(base.Add(2*time.Second)) {
+		t.Errorf("commit time of the pending transaction: got %v, %v; want %v", got, ok, base.Add(2*time.Second))
+	}
+	if err := tr.Ack(ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	c.follow(tr)
+	if len(c.times) != 0 {
+		t.Errorf("kept %d commit times with nothing pending; want 0", len(c.times))
+	}
+}
+
+// A replayed transaction is known when the last session had it done: in
+// its confirmable prefix or done ahead of it.
+func TestReplayKnown(t *testing.T) {
+	r := replay{safe: 0x200, ahead: map[pglogrepl.LSN]struct{}{0x400: {}}}
+	for end, want := range map[pglogrepl.LSN]bool{0x100: true, 0x200: true, 0x300: false, 0x400: true, 0x500: false} {
+		if got := r.known(end); got != want {
+			t.Errorf("known(%s): got %v; want %v", end, got, want)
+		}
+	}
+	if (replay{}).known(0x100) {
+		t.Error("a first session knows of no replays: got known")
 	}
 }
 

@@ -20,30 +20,74 @@ import (
 // session is one replication session: one stream, decoder, publisher and
 // confirm-rule tracker, from START_REPLICATION to a stop or a failure.
 type session struct {
-	log *zap.Logger
-	cfg Config
+	log  *zap.Logger
+	cfg  Config
+	m    *metrics
+	prev replay // what the previous session of the process left acknowledged
 
-	mu sync.Mutex
-	tr *checkpoint.Tracker // nil until the stream's Start event
+	mu      sync.Mutex
+	tr      *checkpoint.Tracker // nil until the stream's Start event
+	commits commits
 
-	cur    checkpoint.TxnID // the open transaction; pump goroutine only
-	failed chan error
+	cur     checkpoint.TxnID // the open transaction; pump goroutine only
+	curMsgs int              // messages of the open transaction; pump goroutine only
+	failed  chan error
 }
 
-func newSession(log *zap.Logger, cfg Config) *session {
-	return &session{log: log, cfg: cfg, failed: make(chan error, 1)}
+func newSession(log *zap.Logger, cfg Config, m *metrics, prev replay) *session {
+	return &session{log: log, cfg: cfg, m: m, prev: prev, failed: make(chan error, 1)}
 }
 
 // ack records that Kafka acknowledged one message published with token. It
 // is the publisher's acknowledgement callback and is safe for concurrent
 // use.
 func (s *session) ack(token uint64) {
+	id := checkpoint.TxnID(token)
 	s.mu.Lock()
-	err := s.tr.Ack(checkpoint.TxnID(token))
+	committed, known := s.commits.at(id)
+	err := s.tr.Ack(id)
+	s.commits.follow(s.tr)
 	s.mu.Unlock()
 	if err != nil {
 		s.fail(errorf("acknowledgement out of step with the confirm rule: %w", err))
+		return
 	}
+	if known {
+		s.m.commitToAck.Observe(max(0, time.Since(committed).Seconds()))
+	}
+}
+
+// oldestCommit is the commit time of the oldest transaction not done.
+func (s *session) oldestCommit() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tr == nil {
+		return time.Time{}, false
+	}
+	id, ok := s.tr.OldestPending()
+	if !ok {
+		return time.Time{}, false
+	}
+	return s.commits.at(id)
+}
+
+// idle reports that every received transaction is done.
+func (s *session) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tr == nil || s.tr.Idle()
+}
+
+// leftAcknowledged is what this session got Kafka to acknowledge that the
+// slot may not have confirmed: the next session will publish it again.
+func (s *session) leftAcknowledged() replay {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := replay{safe: s.tr.Safe(), ahead: map[pglogrepl.LSN]struct{}{}}
+	for _, end := range s.tr.DoneAhead(nil) {
+		r.ahead[end] = struct{}{}
+	}
+	return r
 }
 
 // safe is the position the stream may confirm.
@@ -135,6 +179,15 @@ func (s *session) logEnd(err error) {
 	s.log.Info("relay stopped", fields...)
 }
 
+// keepalive offers a position past everything received (a server keepalive
+// or a heartbeat) to the confirm rule.
+func (s *session) keepalive(pos pglogrepl.LSN) {
+	s.mu.Lock()
+	s.tr.Keepalive(pos)
+	s.commits.follow(s.tr)
+	s.mu.Unlock()
+}
+
 // pump consumes the stream in WAL order until it is closed.
 func (s *session) pump(ctx context.Context, events <-chan slot.Event, dec *decoder.Decoder, pub Publisher) error {
 	for ev := range events {
@@ -153,9 +206,7 @@ func (s *session) apply(ctx context.Context, ev slot.Event, dec *decoder.Decoder
 		s.mu.Unlock()
 		return nil
 	case slot.KindKeepalive:
-		s.mu.Lock()
-		s.tr.Keepalive(ev.Pos)
-		s.mu.Unlock()
+		s.keepalive(ev.Pos)
 		return nil
 	case slot.KindData:
 		return s.decode(ctx, ev, dec, pub)
@@ -176,12 +227,17 @@ func (s *session) decode(ctx context.Context, ev slot.Event, dec *decoder.Decode
 	case decoder.KindBegin:
 		s.mu.Lock()
 		s.cur, err = s.tr.Begin()
+		if err == nil {
+			s.commits.begin(s.cur, e.CommitTime)
+		}
 		s.mu.Unlock()
+		s.curMsgs = 0
 	case decoder.KindMessage:
 		s.mu.Lock()
 		err = s.tr.Add(s.cur)
 		s.mu.Unlock()
 		if err == nil {
+			s.curMsgs++
 			err = pub.Publish(ctx, e.Message, uint64(s.cur))
 			failpoint.Inject("publish")
 			return err
@@ -189,7 +245,15 @@ func (s *session) decode(ctx context.Context, ev slot.Event, dec *decoder.Decode
 	case decoder.KindCommit:
 		s.mu.Lock()
 		err = s.tr.Commit(s.cur, e.EndLSN)
+		s.commits.follow(s.tr)
 		s.mu.Unlock()
+		if err == nil && s.curMsgs > 0 && s.prev.known(e.EndLSN) {
+			s.m.replayed.Add(float64(s.curMsgs))
+		}
+	case decoder.KindHeartbeat:
+		// Our own heartbeat: nothing to publish; its position is confirmable
+		// like a keepalive's, once nothing is in flight.
+		s.keepalive(e.EndLSN)
 	}
 	if err != nil {
 		return errorf("wal at %s: %w", ev.Pos, err)

@@ -7,10 +7,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the stream's gauges. Create them once per process.
+// Metrics are the stream's gauges (the slot's lag comes from the Monitor,
+// which reads it from pg_replication_slots). Create them once per process.
 type Metrics struct {
 	confirmed  prometheus.Gauge
-	lag        prometheus.Gauge
 	lastStatus prometheus.Gauge
 }
 
@@ -21,31 +21,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "walrelay_confirmed_lsn",
 			Help: "WAL position last confirmed to PostgreSQL in a standby status update, as a byte offset.",
 		}),
-		lag: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "walrelay_slot_lag_bytes",
-			Help: "Bytes of WAL between the server's WAL end, as last reported on the stream, and the confirmed position.",
-		}),
 		lastStatus: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_last_status_update_timestamp_seconds",
 			Help: "Unix time of the last standby status update sent to PostgreSQL.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.confirmed, m.lag, m.lastStatus)
+		reg.MustRegister(m.confirmed, m.lastStatus)
 	}
 	return m
 }
 
-func (m *Metrics) statusSent(confirmed, walEnd pglogrepl.LSN) {
+func (m *Metrics) statusSent(confirmed pglogrepl.LSN) {
 	m.confirmed.Set(float64(confirmed))
 	m.lastStatus.Set(float64(time.Now().UnixNano()) / 1e9)
-	m.observeLag(walEnd, confirmed)
-}
-
-func (m *Metrics) observeLag(walEnd, confirmed pglogrepl.LSN) {
-	if walEnd > confirmed {
-		m.lag.Set(float64(walEnd - confirmed))
-	} else {
-		m.lag.Set(0)
-	}
 }

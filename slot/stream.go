@@ -29,7 +29,7 @@ type Stream struct {
 	// sent is the highest position sent in a status update; positions sent
 	// never move backwards, whatever Position returns.
 	sent pglogrepl.LSN
-	// walEnd is the server's WAL end as last reported, for the lag gauge.
+	// walEnd is the server's WAL end as last reported, for the logs.
 	walEnd     pglogrepl.LSN
 	nextStatus time.Time // the next status update is due, changed or not
 	nextCheck  time.Time // the next look at whether pos() moved
@@ -163,7 +163,9 @@ func (s *Stream) startReplication(ctx context.Context) error {
 	// the replication grammar takes them verbatim.
 	err = pglogrepl.StartReplication(ctx, conn, `"`+s.cfg.Slot+`"`, 0, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
-		PluginArgs: []string{"proto_version '1'", `publication_names '"` + s.cfg.Publication + `"'`},
+		// messages: walrelay's heartbeats (schema.HeartbeatPrefix) arrive as
+		// logical messages; PostgreSQL 14 and later understand the option.
+		PluginArgs: []string{"proto_version '1'", `publication_names '"` + s.cfg.Publication + `"'`, "messages 'true'"},
 	})
 	if err != nil {
 		conn.Close(context.Background())
@@ -248,7 +250,6 @@ func (s *Stream) handleCopyData(ctx context.Context, out chan<- Event, pos Posit
 func (s *Stream) observeWALEnd(end pglogrepl.LSN) {
 	if end > s.walEnd {
 		s.walEnd = end
-		s.metrics.observeLag(s.walEnd, s.sent)
 	}
 }
 
@@ -322,7 +323,7 @@ func (s *Stream) sendStatus(ctx context.Context, pos Position, final bool) error
 	now := time.Now()
 	s.nextStatus = now.Add(s.cfg.StatusInterval)
 	s.nextCheck = now.Add(s.cfg.ConfirmInterval)
-	s.metrics.statusSent(s.sent, s.walEnd)
+	s.metrics.statusSent(s.sent)
 	if !final {
 		failpoint.Inject("after-status")
 	}

@@ -109,7 +109,7 @@ func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard fu
 		}
 		return relay.Parts{Stream: stream, Decoder: dec, Publisher: pub}, nil
 	}
-	return relay.New(relay.Config{ShutdownTimeout: o.ShutdownTimeout}, log, factory), sinkCfg, nil
+	return relay.New(relay.Config{ShutdownTimeout: o.ShutdownTimeout, Registerer: reg}, log, factory), sinkCfg, nil
 }
 
 // elector campaigns for the slot: one walrelay publishes per slot, the

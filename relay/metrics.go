@@ -1,0 +1,73 @@
+package relay
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the relay's collectors, shared by its sessions.
+type metrics struct {
+	commitToAck   prometheus.Histogram
+	replayed      prometheus.Counter
+	sessionErrors *prometheus.CounterVec // by class: transient, permanent
+}
+
+// latencyBuckets span 1ms to 60s: a healthy relay acknowledges within
+// milliseconds; an outage shows as the upper buckets filling.
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+// register makes the relay's collectors and adds them to reg; a nil reg
+// keeps them private.
+func (r *Relay) register(reg prometheus.Registerer) {
+	r.m = metrics{
+		commitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "walrelay_commit_to_ack_seconds",
+			Help:    "Time from a transaction's commit in PostgreSQL to Kafka's acknowledgement of each of its messages.",
+			Buckets: latencyBuckets,
+		}),
+		replayed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walrelay_replayed_messages_total",
+			Help: "Messages published again after a new replication session of this process resumed behind what Kafka had already acknowledged (known duplicates; a lower bound).",
+		}),
+		sessionErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walrelay_session_errors_total",
+			Help: "Replication sessions that ended in an error, by class: transient (a new session follows) or permanent (the relay stops).",
+		}, []string{"class"}),
+	}
+	for _, class := range []string{"transient", "permanent"} {
+		r.m.sessionErrors.WithLabelValues(class)
+	}
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(r.m.commitToAck, r.m.replayed, r.m.sessionErrors,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "walrelay_oldest_unpublished_message_age_seconds",
+			Help: "Seconds since the commit of the oldest transaction received and not yet acknowledged by Kafka; 0 when nothing is pending.",
+		}, r.oldestAge),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "walrelay_streaming",
+			Help: "1 while this process has a replication session streaming from the slot, else 0.",
+		}, func() float64 { return boolFloat(r.Streaming()) }),
+	)
+}
+
+func (r *Relay) oldestAge() float64 {
+	s := r.cur.Load()
+	if s == nil {
+		return 0
+	}
+	t, ok := s.oldestCommit()
+	if !ok {
+		return 0
+	}
+	return max(0, time.Since(t).Seconds())
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
