@@ -162,7 +162,7 @@ func (s *Stream) startReplication(ctx context.Context) error {
 	// Names were validated: they are plain identifiers, quoted here so that
 	// the replication grammar takes them verbatim.
 	err = pglogrepl.StartReplication(ctx, conn, `"`+s.cfg.Slot+`"`, 0, pglogrepl.StartReplicationOptions{
-		Mode:       pglogrepl.LogicalReplication,
+		Mode: pglogrepl.LogicalReplication,
 		// messages: walrelay's heartbeats (schema.HeartbeatPrefix) arrive as
 		// logical messages; PostgreSQL 14 and later understand the option.
 		PluginArgs: []string{"proto_version '1'", `publication_names '"` + s.cfg.Publication + `"'`, "messages 'true'"},
