@@ -11,6 +11,7 @@ type metrics struct {
 	commitToAck   prometheus.Histogram
 	replayed      prometheus.Counter
 	sessionErrors *prometheus.CounterVec // by class: transient, permanent
+	heartbeats    prometheus.Counter
 }
 
 // latencyBuckets span 1ms to 60s: a healthy relay acknowledges within
@@ -34,6 +35,10 @@ func (r *Relay) register(reg prometheus.Registerer) {
 			Name: "walrelay_session_errors_total",
 			Help: "Replication sessions that ended in an error, by class: transient (a new session follows) or permanent (the relay stops).",
 		}, []string{"class"}),
+		heartbeats: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walrelay_heartbeats_received_total",
+			Help: "walrelay heartbeats seen in the replication stream (never published; each confirms its position once nothing is in flight).",
+		}),
 	}
 	for _, class := range []string{"transient", "permanent"} {
 		r.m.sessionErrors.WithLabelValues(class)
@@ -41,7 +46,7 @@ func (r *Relay) register(reg prometheus.Registerer) {
 	if reg == nil {
 		return
 	}
-	reg.MustRegister(r.m.commitToAck, r.m.replayed, r.m.sessionErrors,
+	reg.MustRegister(r.m.commitToAck, r.m.replayed, r.m.sessionErrors, r.m.heartbeats,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "walrelay_oldest_unpublished_message_age_seconds",
 			Help: "Seconds since the commit of the oldest transaction received and not yet acknowledged by Kafka; 0 when nothing is pending.",

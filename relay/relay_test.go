@@ -305,6 +305,9 @@ func TestRelayHeartbeatsAndMetrics(t *testing.T) {
 	if age := h.metric("walrelay_oldest_unpublished_message_age_seconds"); age != 0 || !h.r.Idle() {
 		t.Fatalf("after the ack: age %v, idle %v; want 0 and true", age, h.r.Idle())
 	}
+	if n := h.metric("walrelay_heartbeats_received_total"); n != 3 {
+		t.Fatalf("heartbeats received: got %v; want 3", n)
+	}
 	if n := h.metric("walrelay_commit_to_ack_seconds"); n != 1 {
 		t.Fatalf("commit-to-ack observations: got %v; want 1", n)
 	}

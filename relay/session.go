@@ -253,6 +253,7 @@ func (s *session) decode(ctx context.Context, ev slot.Event, dec *decoder.Decode
 	case decoder.KindHeartbeat:
 		// Our own heartbeat: nothing to publish; its position is confirmable
 		// like a keepalive's, once nothing is in flight.
+		s.m.heartbeats.Inc()
 		s.keepalive(e.EndLSN)
 	}
 	if err != nil {

@@ -33,12 +33,17 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo())
 	elector, err := o.elector(log, reg)
 	if err != nil {
 		return err
 	}
 	r, sinkCfg, err := o.buildRelay(log, reg, elector.Check)
+	if err != nil {
+		return err
+	}
+	mon, err := o.monitor(log, reg, r)
 	if err != nil {
 		return err
 	}
@@ -57,12 +62,18 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	relayDone := make(chan struct{})
+	// The monitor watches until the relay is done, so that a drain at
+	// shutdown stays visible.
+	monCtx, stopMon := context.WithCancel(context.WithoutCancel(ctx))
 	g.Go(func() error {
 		defer close(relayDone)
+		defer stopMon()
 		return elector.Run(gctx, r.Run)
 	})
+	g.Go(func() error { return mon.Run(monCtx) })
 	if ln != nil {
-		g.Go(func() error { return serveMetrics(ln, reg, relayDone) })
+		ready := readiness{leader: elector.Check, relay: r, monitor: mon}
+		g.Go(func() error { return serveMetrics(ln, reg, ready.check, relayDone) })
 	}
 	return g.Wait()
 }
@@ -112,6 +123,21 @@ func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard fu
 	return relay.New(relay.Config{ShutdownTimeout: o.ShutdownTimeout, Registerer: reg}, log, factory), sinkCfg, nil
 }
 
+// monitor reads the slot's figures for the metrics and the stall watchdog
+// and, while r streams, writes heartbeats.
+func (o options) monitor(log *zap.Logger, reg prometheus.Registerer, r *relay.Relay) (*slot.Monitor, error) {
+	sc, err := o.slotConfig()
+	if err != nil {
+		return nil, err
+	}
+	return slot.NewMonitor(slot.MonitorConfig{
+		Config:            sc,
+		PollInterval:      o.SlotPollInterval,
+		HeartbeatInterval: o.HeartbeatInterval,
+		StallThreshold:    o.StallThreshold,
+	}, log, reg, r)
+}
+
 // elector campaigns for the slot: one walrelay publishes per slot, the
 // others wait as standbys and take over when it goes.
 func (o options) elector(log *zap.Logger, reg prometheus.Registerer) (*leader.Elector, error) {
@@ -142,12 +168,44 @@ func (o options) preflight(ctx context.Context, log *zap.Logger, sinkCfg sink.Co
 	return sink.Ping(checkCtx, sinkCfg)
 }
 
-// serveMetrics serves /metrics and /healthz on ln until done is closed.
-func serveMetrics(ln net.Listener, reg *prometheus.Registry, done <-chan struct{}) error {
+// readiness is /readyz: a standby is ready (it waits for leadership, as it
+// should); the leader is ready while its replication session streams and
+// the watchdog sees no stall; nobody is ready who cannot read the slot.
+type readiness struct {
+	leader  func() error
+	relay   *relay.Relay
+	monitor *slot.Monitor
+}
+
+// check returns "" when ready, else the reason.
+func (r readiness) check() string {
+	switch {
+	case !r.monitor.Reached():
+		return "cannot read the slot from PostgreSQL"
+	case r.leader() != nil:
+		return ""
+	case !r.relay.Streaming():
+		return "leader without a streaming replication session"
+	case r.monitor.Stalled():
+		return "replication stalled"
+	}
+	return ""
+}
+
+// serveMetrics serves /metrics, /healthz (the process answers) and /readyz
+// (ready says "" or the reason why not) on ln until done is closed.
+func serveMetrics(ln net.Listener, reg *prometheus.Registry, ready func() string, done <-chan struct{}) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if why := ready(); why != "" {
+			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
@@ -163,4 +221,15 @@ func serveMetrics(ln net.Listener, reg *prometheus.Registry, done <-chan struct{
 		return fmt.Errorf("stop metrics server: %w", err)
 	}
 	return nil
+}
+
+// buildInfo is walrelay_build_info{version}, always 1.
+func buildInfo() prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "walrelay_build_info",
+		Help:        "Always 1; the version label says which walrelay runs.",
+		ConstLabels: prometheus.Labels{"version": version()},
+	})
+	g.Set(1)
+	return g
 }
