@@ -170,7 +170,7 @@ type leaderJSON struct {
 // readAtLayout is RFC 3339 in UTC with milliseconds.
 const readAtLayout = "2006-01-02T15:04:05.000Z07:00"
 
-func (r reading) json() statusJSON {
+func (r reading) jsonForm() statusJSON {
 	return statusJSON{
 		ReadAt:        r.at.UTC().Format(readAtLayout),
 		CurrentWALLSN: r.st.CurrentWAL.String(),
@@ -231,7 +231,7 @@ func ptr[T any](v T) *T { return &v }
 func writeStatusJSON(w io.Writer, r reading) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r.json())
+	return enc.Encode(r.jsonForm())
 }
 
 // writeStatusTable prints the same reading for people, one aligned
