@@ -2,10 +2,333 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+	"fmt"
 	"io"
+	"strings"
+	"time"
+
+	"github.com/walrelay/walrelay/leader"
+	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/slot"
 )
 
+// statusTimeout bounds the whole reading, connection included: status is
+// run when things are wrong, and must answer rather than hang.
+const statusTimeout = 30 * time.Second
+
+// runStatus prints the slot, its lag, the publication and the leader, as a
+// table or as JSON. A missing slot or publication is a reading (exit 0); a
+// server it cannot read is an error (exit 1).
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("status: not built yet")
+	o, ok, err := parse("status", args, stderr)
+	if !ok {
+		return err
+	}
+	cfg, err := o.slotConfig()
+	if err != nil {
+		return err
+	}
+	r, err := readStatus(ctx, cfg)
+	if err != nil {
+		return oneLine(err)
+	}
+	if o.JSON {
+		return writeStatusJSON(stdout, r)
+	}
+	return writeStatusTable(stdout, r)
+}
+
+// reading is everything status prints, read over one connection.
+type reading struct {
+	slot, publication string
+	table             schema.Table
+	at                time.Time
+	st                slot.Status
+	holder            leader.Holder
+	led               bool // holder is set
+}
+
+func readStatus(ctx context.Context, cfg slot.Config) (reading, error) {
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	conn, err := slot.Connect(ctx, cfg)
+	if err != nil {
+		return reading{}, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	r := reading{slot: cfg.Slot, publication: cfg.Publication, table: cfg.Table}
+	if r.st, err = slot.ReadStatus(ctx, conn, cfg.Slot, cfg.Publication); err != nil {
+		return reading{}, err
+	}
+	r.at = time.Now()
+	if r.holder, r.led, err = leader.FindHolder(ctx, conn, cfg.Slot); err != nil {
+		return reading{}, err
+	}
+	return r, nil
+}
+
+// oneLine folds a multi-line error (pgconn lists one line per address it
+// tried) into the single line main prints.
+func oneLine(err error) error {
+	msg := err.Error()
+	if !strings.Contains(msg, "\n") {
+		return err
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(msg, "\n") {
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
+		if b.Len() > 0 && !strings.HasSuffix(b.String(), ":") {
+			b.WriteString(";")
+		}
+		if b.Len() > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString(line)
+	}
+	return fmt.Errorf("%s", b.String())
+}
+
+// slotState is missing, active (a process streams from it) or inactive.
+func (r reading) slotState() string {
+	switch {
+	case !r.st.Exists:
+		return "missing"
+	case r.st.Active:
+		return "active"
+	}
+	return "inactive"
+}
+
+// operations lists what the publication publishes, in PostgreSQL's order.
+func operations(p slot.PublicationStatus) []string {
+	ops := []string{}
+	for _, op := range []struct {
+		on   bool
+		name string
+	}{{p.Insert, "insert"}, {p.Update, "update"}, {p.Delete, "delete"}, {p.Truncate, "truncate"}} {
+		if op.on {
+			ops = append(ops, op.name)
+		}
+	}
+	return ops
+}
+
+func tableNames(ts []schema.Table) []string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.String()
+	}
+	return names
+}
+
+// The JSON form is for scripts: its keys are stable snake_case, LSNs are
+// strings like "0/16B3748", byte counts are integers, and what is unknown
+// (a missing slot's figures) or unlimited (safe_wal_size) is null.
+type statusJSON struct {
+	ReadAt        string          `json:"read_at"`
+	CurrentWALLSN string          `json:"current_wal_lsn"`
+	Slot          slotJSON        `json:"slot"`
+	Publication   publicationJSON `json:"publication"`
+	Leader        *leaderJSON     `json:"leader"`
+}
+
+type slotJSON struct {
+	Name              string  `json:"name"`
+	State             string  `json:"state"`
+	Active            bool    `json:"active"`
+	ActivePID         *int32  `json:"active_pid"`
+	Plugin            *string `json:"plugin"`
+	Database          *string `json:"database"`
+	ConfirmedFlushLSN *string `json:"confirmed_flush_lsn"`
+	RestartLSN        *string `json:"restart_lsn"`
+	LagBytes          *uint64 `json:"lag_bytes"`
+	RetainedWALBytes  *uint64 `json:"retained_wal_bytes"`
+	WALStatus         *string `json:"wal_status"`
+	SafeWALSizeBytes  *int64  `json:"safe_wal_size_bytes"`
+}
+
+type publicationJSON struct {
+	Name        string   `json:"name"`
+	Exists      bool     `json:"exists"`
+	Operations  []string `json:"operations"`
+	InsertsOnly bool     `json:"inserts_only"`
+	AllTables   bool     `json:"all_tables"`
+	Tables      []string `json:"tables"`
+	Table       string   `json:"table"`
+	CoversTable bool     `json:"covers_table"`
+}
+
+type leaderJSON struct {
+	PID             uint32 `json:"pid"`
+	ApplicationName string `json:"application_name"`
+	ClientAddr      string `json:"client_addr"`
+}
+
+// readAtLayout is RFC 3339 in UTC with milliseconds.
+const readAtLayout = "2006-01-02T15:04:05.000Z07:00"
+
+func (r reading) jsonForm() statusJSON {
+	return statusJSON{
+		ReadAt:        r.at.UTC().Format(readAtLayout),
+		CurrentWALLSN: r.st.CurrentWAL.String(),
+		Slot:          r.slotJSON(),
+		Publication:   r.publicationJSON(),
+		Leader:        r.leaderJSON(),
+	}
+}
+
+func (r reading) slotJSON() slotJSON {
+	s := slotJSON{Name: r.slot, State: r.slotState(), Active: r.st.Active}
+	if !r.st.Exists {
+		return s
+	}
+	if r.st.Active {
+		s.ActivePID = &r.st.ActivePID
+	}
+	s.Plugin, s.Database = &r.st.Plugin, &r.st.Database
+	if r.st.ConfirmedFlush != 0 {
+		s.ConfirmedFlushLSN = ptr(r.st.ConfirmedFlush.String())
+		s.LagBytes = ptr(r.st.LagBytes())
+	}
+	if r.st.RestartLSN != 0 {
+		s.RestartLSN = ptr(r.st.RestartLSN.String())
+		s.RetainedWALBytes = ptr(r.st.RetainedBytes())
+	}
+	if r.st.WALStatus != "" {
+		s.WALStatus = &r.st.WALStatus
+	}
+	s.SafeWALSizeBytes = r.st.SafeWALSize
+	return s
+}
+
+func (r reading) publicationJSON() publicationJSON {
+	p := r.st.Publication
+	return publicationJSON{
+		Name:        r.publication,
+		Exists:      p.Exists,
+		Operations:  operations(p),
+		InsertsOnly: p.InsertsOnly(),
+		AllTables:   p.AllTables,
+		Tables:      tableNames(p.Tables),
+		Table:       r.table.String(),
+		CoversTable: p.Covers(r.table),
+	}
+}
+
+func (r reading) leaderJSON() *leaderJSON {
+	if !r.led {
+		return nil
+	}
+	h := r.holder
+	return &leaderJSON{PID: h.PID, ApplicationName: h.ApplicationName, ClientAddr: h.ClientAddr}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func writeStatusJSON(w io.Writer, r reading) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r.jsonForm())
+}
+
+// writeStatusTable prints the same reading for people, one aligned
+// `key  value` line each; "-" marks what is unknown.
+func writeStatusTable(w io.Writer, r reading) error {
+	rows := append(append(append([][2]string{
+		{"read at", r.at.UTC().Format(readAtLayout)},
+		{"server WAL", r.st.CurrentWAL.String()},
+	}, r.slotRows()...), r.publicationRows()...), [2]string{"leader", r.leaderText()})
+	width := 0
+	for _, row := range rows {
+		width = max(width, len(row[0]))
+	}
+	var b strings.Builder
+	for _, row := range rows {
+		fmt.Fprintf(&b, "%-*s  %s\n", width, row[0], row[1])
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (r reading) slotRows() [][2]string {
+	s := r.slotJSON()
+	rows := [][2]string{{"slot", r.slot}, {"slot state", s.State}}
+	if !r.st.Exists {
+		return append(rows, [2]string{"slot fix", "run `walrelay init` to create it"})
+	}
+	return append(rows,
+		[2]string{"active pid", orDash(s.ActivePID, func(p int32) string { return fmt.Sprint(p) })},
+		[2]string{"confirmed LSN", orDash(s.ConfirmedFlushLSN, func(v string) string { return v })},
+		[2]string{"lag", orDash(s.LagBytes, bytesText)},
+		[2]string{"retained WAL", orDash(s.RetainedWALBytes, bytesText)},
+		[2]string{"wal_status", orDash(s.WALStatus, func(v string) string { return v })},
+		[2]string{"safe_wal_size", r.safeWALSizeText()},
+	)
+}
+
+func (r reading) safeWALSizeText() string {
+	switch {
+	case r.st.SafeWALSize != nil:
+		return humanBytes(*r.st.SafeWALSize) + fmt.Sprintf(" (%d bytes)", *r.st.SafeWALSize)
+	case r.st.WALStatus == "lost":
+		return "- (the slot is lost)"
+	}
+	return "unlimited"
+}
+
+func (r reading) publicationRows() [][2]string {
+	p := r.publicationJSON()
+	rows := [][2]string{{"publication", p.Name}}
+	if !p.Exists {
+		return append(rows, [2]string{"publication state", "missing (run `walrelay init` to create it)"})
+	}
+	tables := strings.Join(p.Tables, ", ")
+	switch {
+	case tables == "":
+		tables = "none"
+	case !p.CoversTable:
+		tables += " (not the outbox table " + p.Table + ")"
+	}
+	publishes := strings.Join(p.Operations, ", ")
+	if p.InsertsOnly {
+		publishes += " (inserts only)"
+	}
+	return append(rows,
+		[2]string{"publication state", "present"},
+		[2]string{"tables", tables},
+		[2]string{"publishes", publishes},
+	)
+}
+
+func (r reading) leaderText() string {
+	if !r.led {
+		return "nobody"
+	}
+	h := r.holder
+	return fmt.Sprintf("pid %d, application %s, client %s", h.PID, dashIfEmpty(h.ApplicationName), dashIfEmpty(h.ClientAddr))
+}
+
+// bytesText is "1.5 MiB (1572864 bytes)", or "72 B" where that says it all.
+func bytesText(n uint64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%s (%d bytes)", humanBytes(int64(min(n, 1<<63-1))), n)
+}
+
+func orDash[T any](p *T, text func(T) string) string {
+	if p == nil {
+		return "-"
+	}
+	return text(*p)
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -1,0 +1,81 @@
+package slot
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/schema"
+)
+
+// Status is what `walrelay status` shows of a slot and its publication. A
+// missing slot or publication is part of the status, not an error: status
+// is what an operator runs when something is wrong.
+type Status struct {
+	// Figures are the slot's row of pg_replication_slots and the server's
+	// current WAL position; Exists is false for a missing slot.
+	Figures
+	Publication PublicationStatus
+}
+
+// PublicationStatus is what pg_publication and pg_publication_tables say of
+// one publication.
+type PublicationStatus struct {
+	Exists bool
+	// Insert, Update, Delete and Truncate are the operations it publishes.
+	Insert, Update, Delete, Truncate bool
+	// AllTables is FOR ALL TABLES; Tables then lists every table.
+	AllTables bool
+	// Tables are the tables it covers, as pg_publication_tables lists them.
+	Tables []schema.Table
+}
+
+// InsertsOnly reports whether the publication publishes inserts and
+// nothing else, as walrelay wants it.
+func (p PublicationStatus) InsertsOnly() bool {
+	return p.Insert && !p.Update && !p.Delete && !p.Truncate
+}
+
+// Covers reports whether t is one of the publication's tables.
+func (p PublicationStatus) Covers(t schema.Table) bool {
+	for _, pt := range p.Tables {
+		if pt == t {
+			return true
+		}
+	}
+	return false
+}
+
+// Connect opens a normal (non-replication) connection to cfg's database,
+// for readings such as ReadStatus. The caller closes it. Its errors never
+// quote the connection string.
+func Connect(ctx context.Context, cfg Config) (*pgx.Conn, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return connect(ctx, &cfg)
+}
+
+// ReadStatus reads the status of slot name and of publication pub on conn:
+// two reads, the slot's figures and the publication, each consistent in
+// itself.
+func ReadStatus(ctx context.Context, conn *pgx.Conn, name, pub string) (Status, error) {
+	f, err := ReadFigures(ctx, conn, name)
+	if err != nil {
+		return Status{}, err
+	}
+	p, err := readPublication(ctx, conn, pub)
+	if err != nil {
+		return Status{}, err
+	}
+	return Status{Figures: f, Publication: PublicationStatus{
+		Exists:    p.exists,
+		Insert:    p.insert,
+		Update:    p.update,
+		Delete:    p.delete,
+		Truncate:  p.truncate,
+		AllTables: p.all,
+		Tables:    p.tables,
+	}}, nil
+}
