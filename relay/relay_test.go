@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/walrelay/walrelay/checkpoint"
@@ -471,5 +472,96 @@ func TestRelayFailsFastWhenItNeverStreamed(t *testing.T) {
 	}
 	if got := calls.Load(); got != 1 {
 		t.Errorf("sessions = %d; want 1", got)
+	}
+}
+
+// A transaction Kafka acknowledged in full in a session that then failed is
+// published again by the next session: its messages count as known
+// replays; a transaction that was still pending does not.
+func TestRelayCountsKnownReplays(t *testing.T) {
+	dec := func() *decoder.Decoder {
+		d, err := decoder.New(decoder.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	txns := func(out chan<- slot.Event) {
+		out <- slot.Event{Kind: slot.KindStart, Pos: 100}
+		out <- slot.Event{Kind: slot.KindData, Pos: 110, Data: relationMsg()}
+		out <- slot.Event{Kind: slot.KindData, Pos: 120, Data: beginMsg(190, 7)}
+		out <- slot.Event{Kind: slot.KindData, Pos: 130, Data: insertMsg("6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11", "o-1")}
+		out <- slot.Event{Kind: slot.KindData, Pos: 190, Data: commitMsg(190, 200)}
+		out <- slot.Event{Kind: slot.KindData, Pos: 220, Data: beginMsg(290, 8)}
+		out <- slot.Event{Kind: slot.KindData, Pos: 230, Data: insertMsg("0b7f8f0c-1f7a-4a45-8c63-5e0b9a0d8e22", "o-2")}
+		out <- slot.Event{Kind: slot.KindData, Pos: 240, Data: insertMsg("1c2d3e4f-1f7a-4a45-8c63-5e0b9a0d8e33", "o-2")}
+		out <- slot.Event{Kind: slot.KindData, Pos: 290, Data: commitMsg(290, 300)}
+	}
+	failNow := make(chan struct{})
+	first := streamFunc(func(ctx context.Context, out chan<- slot.Event, _ slot.Position, drained <-chan struct{}) error {
+		defer close(out)
+		txns(out)
+		<-failNow
+		return errors.New("receive from slot: unexpected EOF")
+	})
+	second := streamFunc(func(ctx context.Context, out chan<- slot.Event, pos slot.Position, drained <-chan struct{}) error {
+		txns(out)
+		<-ctx.Done()
+		close(out)
+		<-drained
+		return nil
+	})
+	type session struct {
+		sink *fakeSink
+		ack  func(uint64)
+	}
+	sessions := make(chan session, 2)
+	var calls atomic.Int32
+	reg := prometheus.NewRegistry()
+	r := New(Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond, Registerer: reg}, zaptest.NewLogger(t),
+		func(ack func(uint64)) (Parts, error) {
+			st := first
+			if calls.Add(1) > 1 {
+				st = second
+			}
+			s := session{sink: &fakeSink{published: make(chan published, 10), closed: make(chan struct{})}, ack: ack}
+			sessions <- s
+			return Parts{Stream: st, Decoder: dec(), Publisher: s.sink}, nil
+		})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	h := &harness{t: t, reg: reg}
+
+	// First session: the second transaction is acknowledged, the first not.
+	s1 := <-sessions
+	p := make([]published, 3)
+	for i := range p {
+		p[i] = (&harness{t: t, sink: s1.sink}).published()
+	}
+	s1.ack(p[1].token)
+	s1.ack(p[2].token)
+	close(failNow)
+	// Second session: everything again, all acknowledged.
+	s2 := <-sessions
+	for range 3 {
+		s2.ack((&harness{t: t, sink: s2.sink}).published().token)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for h.metric("walrelay_commit_to_ack_seconds") < 5 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second session's acks were not all observed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := h.metric("walrelay_replayed_messages_total"); got != 2 {
+		t.Errorf("walrelay_replayed_messages_total: got %v; want 2 (the acknowledged transaction's messages)", got)
+	}
+	if got := testutil.ToFloat64(r.m.sessionErrors.WithLabelValues("transient")); got != 1 {
+		t.Errorf("transient session errors: got %v; want 1", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after a stop = %v; want nil", err)
 	}
 }
