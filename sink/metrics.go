@@ -38,6 +38,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Produce and metadata errors, by class (transient, permanent, unknown).",
 		}, []string{"class"}),
 	}
+	// The classes exist from the start, so that a rate over them is 0, not
+	// absent, before the first error.
+	for _, c := range []errClass{classTransient, classPermanent, classUnknown} {
+		m.errors.WithLabelValues(c.String())
+	}
 	if reg != nil {
 		reg.MustRegister(m.published, m.inFlightMessages, m.inFlightBytes, m.retries, m.errors)
 	}
