@@ -54,7 +54,7 @@ func Check(ctx context.Context, cfg Config, routes []schema.Message, routesErr e
 		return []check.Result{check.Failure("kafka reachable", err.Error(),
 			"Check --kafka-brokers and that the brokers run and accept this client (listeners, advertised.listeners, firewall).")}
 	}
-	c := &kafkaChecker{ctx: ctx, cfg: cfg,
+	c := &kafkaChecker{ctx: ctx,
 		client: &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: cfg.Transport, Timeout: cfg.WriteTimeout}}
 	topics, known, topicsResult := wantedTopics(cfg.TopicTemplate, routes, routesErr)
 	// The transport answers from the cluster layout it read for Ping: this
@@ -76,7 +76,6 @@ func Check(ctx context.Context, cfg Config, routes []schema.Message, routesErr e
 // kafkaChecker runs the checks of Check and collects their results.
 type kafkaChecker struct {
 	ctx     context.Context
-	cfg     Config
 	client  *kafka.Client
 	results []check.Result
 
