@@ -64,7 +64,7 @@ func Check(ctx context.Context, cfg Config, routes []schema.Message, routesErr e
 		return []check.Result{check.Failure("kafka reachable", err.Error(),
 			"Check that the brokers run and accept this client (listeners, advertised.listeners, firewall).")}
 	}
-	c.add(check.Pass("kafka reachable", fmt.Sprintf("%s answer: %d brokers in the cluster", strings.Join(cfg.Brokers, ","), len(md.Brokers))))
+	c.add(check.Pass("kafka reachable", fmt.Sprintf("%s answer; the cluster has %d broker(s)", strings.Join(cfg.Brokers, ","), len(md.Brokers))))
 	c.add(topicsResult)
 	if known {
 		c.readBroker(md.Controller.ID)
@@ -172,7 +172,7 @@ func (c *kafkaChecker) topicPresent(t kafka.Topic) bool {
 	}
 	switch {
 	case t.Error == nil:
-		c.add(check.Pass(name, fmt.Sprintf("present, %d partitions", len(t.Partitions))))
+		c.add(check.Pass(name, fmt.Sprintf("present, %d partition(s)", len(t.Partitions))))
 		return true
 	case errors.Is(t.Error, kafka.UnknownTopicOrPartition):
 		c.add(c.missingResult(t.Name))
