@@ -71,15 +71,23 @@ func checkServer(ctx context.Context, conn *pgx.Conn) error {
 
 // checkTable verifies the outbox table exists.
 func checkTable(ctx context.Context, conn *pgx.Conn, t schema.Table) error {
-	var exists bool
-	err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t.Quoted()).Scan(&exists)
+	exists, err := tableExists(ctx, conn, t)
 	if err != nil {
-		return fmt.Errorf("look up table %s: %w", t, err)
+		return err
 	}
 	if !exists {
 		return configErrorf("table %s does not exist (create it with the DDL of `walrelay schema`, or set --table)", t)
 	}
 	return nil
+}
+
+func tableExists(ctx context.Context, conn *pgx.Conn, t schema.Table) (bool, error) {
+	var exists bool
+	err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t.Quoted()).Scan(&exists)
+	if err != nil {
+		return false, fmt.Errorf("look up table %s: %w", t, err)
+	}
+	return exists, nil
 }
 
 // publication is what pg_publication says of one publication.
@@ -115,6 +123,43 @@ func readPublication(ctx context.Context, conn *pgx.Conn, name string) (publicat
 	return p, nil
 }
 
+// covers reports whether the publication includes table t.
+func (p publication) covers(t schema.Table) bool {
+	for _, pt := range p.tables {
+		if pt == t {
+			return true
+		}
+	}
+	return false
+}
+
+// extras lists what the publication publishes besides the inserts into
+// table t: other operations, all tables, or other tables.
+func (p publication) extras(t schema.Table) []string {
+	var more []string
+	for _, op := range []struct {
+		on   bool
+		name string
+	}{{p.update, "update"}, {p.delete, "delete"}, {p.truncate, "truncate"}} {
+		if op.on {
+			more = append(more, op.name)
+		}
+	}
+	others := len(p.tables)
+	if p.covers(t) {
+		others--
+	}
+	switch {
+	case p.all:
+		more = append(more, "all tables")
+	case others == 1:
+		more = append(more, "1 other table")
+	case others > 1:
+		more = append(more, fmt.Sprintf("%d other tables", others))
+	}
+	return more
+}
+
 // checkPublication fails when the publication cannot deliver the outbox
 // inserts, and warns when it publishes more than it should.
 func checkPublication(p publication, name string, t schema.Table, log *zap.Logger) error {
@@ -124,16 +169,10 @@ func checkPublication(p publication, name string, t schema.Table, log *zap.Logge
 	if !p.insert {
 		return configErrorf("publication %q does not publish inserts; recreate it with publish = 'insert'", name)
 	}
-	covers := false
-	for _, pt := range p.tables {
-		if pt == t {
-			covers = true
-		}
-	}
-	if !covers {
+	if !p.covers(t) {
 		return configErrorf("publication %q does not include table %s", name, t)
 	}
-	if p.update || p.delete || p.truncate || p.all || len(p.tables) > 1 {
+	if len(p.extras(t)) > 0 {
 		log.Warn("publication publishes more than inserts into the outbox table; walrelay skips the rest, but decoding it costs time",
 			zap.String("publication", name), zap.Int("tables", len(p.tables)), zap.Bool("all_tables", p.all))
 	}

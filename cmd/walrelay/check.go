@@ -2,10 +2,61 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
+	"time"
+
+	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/sink"
+	"github.com/walrelay/walrelay/slot"
 )
 
+// checkTimeout bounds each side of `walrelay check`, PostgreSQL and Kafka,
+// so that an unreachable host fails the check instead of hanging it.
+const checkTimeout = 15 * time.Second
+
+// runCheck prints what walrelay needs of PostgreSQL and Kafka, check by
+// check, as a table or (--json) as JSON. Any failed check makes the error
+// that exits with code 1; warnings alone do not.
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("check: not built yet")
+	o, ok, err := parse("check", args, stderr)
+	if !ok {
+		return err
+	}
+	sc, err := o.slotConfig()
+	if err != nil {
+		return err
+	}
+	report := o.check(ctx, sc)
+	if o.JSON {
+		err = report.WriteJSON(stdout)
+	} else {
+		err = report.WriteText(stdout)
+	}
+	if err != nil {
+		return fmt.Errorf("write the report: %w", err)
+	}
+	if n := report.Count(check.Fail); n > 0 {
+		return fmt.Errorf("check: %d %s failed", n, plural(n, "check", "checks"))
+	}
+	return nil
+}
+
+// check runs the PostgreSQL checks, then the Kafka checks with the topics
+// of the outbox rows PostgreSQL gave, each side under its own timeout.
+func (o options) check(ctx context.Context, sc slot.Config) check.Report {
+	pgCtx, cancel := context.WithTimeout(ctx, checkTimeout)
+	pg, routes := slot.Check(pgCtx, sc, o.Columns)
+	cancel()
+	kafkaCtx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	kafka := sink.Check(kafkaCtx, sink.Config{Brokers: o.brokers(), TopicTemplate: o.TopicTemplate}, routes.Messages, routes.Err)
+	return append(check.Report(pg), kafka...)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -1,0 +1,302 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/schema"
+)
+
+// Broker and topic settings the checks read.
+const (
+	configAutoCreate    = "auto.create.topics.enable"
+	configMinISR        = "min.insync.replicas"
+	configDefaultRF     = "default.replication.factor"
+	configNumPartitions = "num.partitions"
+)
+
+// Below these, an acknowledged message is at risk: with fewer than three
+// replicas or fewer than two in sync, one broker's loss can lose it.
+const (
+	wantReplicationFactor = 3
+	wantMinISR            = 2
+)
+
+// Check is the Kafka half of `walrelay check`: are the brokers reachable,
+// do the topics walrelay will write exist, and do they keep an acknowledged
+// message safe (replication factor, min.insync.replicas). It only reads:
+// it asks for no topic creation and changes no setting.
+//
+// The topics are cfg.TopicTemplate with routes filled in (messages with only
+// AggregateType, Type and Topic set, say those of the latest outbox rows),
+// and the template itself when it has no placeholders. routesErr says why
+// routes could not be read; with placeholders, the topics are then not
+// known, which is a warning. When the brokers cannot be reached, Check
+// returns that failure alone. ctx bounds it all.
+func Check(ctx context.Context, cfg Config, routes []schema.Message, routesErr error) []check.Result {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return []check.Result{check.Failure("kafka config", err.Error(), "Correct the Kafka flags of walrelay.")}
+	}
+	if cfg.Transport == nil {
+		t := newTransport()
+		defer t.CloseIdleConnections()
+		cfg.Transport = t
+	}
+	if err := Ping(ctx, cfg); err != nil {
+		return []check.Result{check.Failure("kafka reachable", err.Error(),
+			"Check --kafka-brokers and that the brokers run and accept this client (listeners, advertised.listeners, firewall).")}
+	}
+	c := &kafkaChecker{ctx: ctx,
+		client: &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: cfg.Transport, Timeout: cfg.WriteTimeout}}
+	topics, known, topicsResult := wantedTopics(cfg.TopicTemplate, routes, routesErr)
+	// The transport answers from the cluster layout it read for Ping: this
+	// asks for no creation, and a missing topic reads as unknown.
+	md, err := c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+	if err != nil {
+		return []check.Result{check.Failure("kafka reachable", err.Error(),
+			"Check that the brokers run and accept this client (listeners, advertised.listeners, firewall).")}
+	}
+	c.add(check.Pass("kafka reachable", fmt.Sprintf("%s answer; the cluster has %d broker(s)", strings.Join(cfg.Brokers, ","), len(md.Brokers))))
+	c.add(topicsResult)
+	if known {
+		c.readBroker(md.Controller.ID)
+		c.checkTopics(md)
+	}
+	return c.results
+}
+
+// kafkaChecker runs the checks of Check and collects their results.
+type kafkaChecker struct {
+	ctx     context.Context
+	client  *kafka.Client
+	results []check.Result
+
+	// broker is what one broker says of the settings above; brokerErr why
+	// it could not say.
+	broker    map[string]string
+	brokerErr error
+}
+
+func (c *kafkaChecker) add(r check.Result) { c.results = append(c.results, r) }
+
+// hasPlaceholders reports whether template names topics per message.
+func hasPlaceholders(template string) bool {
+	return strings.Contains(template, "{aggregate_type}") || strings.Contains(template, "{type}")
+}
+
+// wantedTopics returns the sorted topics walrelay will write, whether they
+// are known at all, and the result that says so.
+func wantedTopics(template string, routes []schema.Message, routesErr error) ([]string, bool, check.Result) {
+	placeholders := hasPlaceholders(template)
+	switch {
+	case placeholders && routesErr != nil:
+		return nil, false, check.Warning("topics",
+			fmt.Sprintf("template %q has placeholders and the outbox rows could not be read (%v): topics cannot be known", template, routesErr),
+			"Make sure a topic exists for every aggregate type and type the application writes, as the template names them.")
+	case placeholders && len(routes) == 0:
+		return nil, false, check.Warning("topics",
+			fmt.Sprintf("template %q has placeholders and the outbox table has no rows: topics cannot be known yet", template),
+			"Make sure a topic exists for every aggregate type and type the application will write, as the template names them.")
+	}
+	var topics []string
+	if !placeholders {
+		topics = append(topics, template)
+	}
+	for i := range routes {
+		topics = append(topics, topicFor(template, &routes[i]))
+	}
+	slices.Sort(topics)
+	topics = slices.Compact(topics)
+	found := fmt.Sprintf("%d from template %q", len(topics), template)
+	if routesErr == nil {
+		found += fmt.Sprintf(" and %d distinct routes of the latest outbox rows", len(routes))
+	}
+	return topics, true, check.Pass("topics", found+": "+strings.Join(topics, ", "))
+}
+
+// readBroker reads the broker settings the checks need from broker id.
+func (c *kafkaChecker) readBroker(id int) {
+	res, err := c.client.DescribeConfigs(c.ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeBroker,
+		ResourceName: strconv.Itoa(id),
+		ConfigNames:  []string{configAutoCreate, configMinISR, configDefaultRF, configNumPartitions},
+	}}})
+	if err == nil && len(res.Resources) != 1 {
+		err = fmt.Errorf("got %d resources in the answer; want 1", len(res.Resources))
+	}
+	if err == nil {
+		err = res.Resources[0].Error
+	}
+	if err != nil {
+		c.brokerErr = fmt.Errorf("describe the configuration of broker %d: %w", id, err)
+		return
+	}
+	c.broker = make(map[string]string)
+	for _, e := range res.Resources[0].ConfigEntries {
+		c.broker[e.ConfigName] = e.ConfigValue
+	}
+}
+
+// checkTopics adds the results of every topic in md.
+func (c *kafkaChecker) checkTopics(md *kafka.MetadataResponse) {
+	var present []kafka.Topic
+	for _, t := range md.Topics {
+		if c.topicPresent(t) {
+			present = append(present, t)
+		}
+	}
+	if len(present) == 0 {
+		return
+	}
+	minISR, err := c.readMinISR(present)
+	for _, t := range present {
+		c.add(replicationResult(t))
+		c.add(c.minISRResult(t, minISR[t.Name], err))
+	}
+}
+
+// topicPresent adds the result of topic t's presence and reports it.
+func (c *kafkaChecker) topicPresent(t kafka.Topic) bool {
+	name := "topic " + t.Name
+	if err := validateTopic(t.Name); err != nil {
+		c.add(check.Failure(name, err.Error(), "Correct the topic template or the rows' topic column: Kafka refuses this name."))
+		return false
+	}
+	switch {
+	case t.Error == nil:
+		c.add(check.Pass(name, fmt.Sprintf("present, %d partition(s)", len(t.Partitions))))
+		return true
+	case errors.Is(t.Error, kafka.UnknownTopicOrPartition):
+		c.add(c.missingResult(t.Name))
+	case errors.Is(t.Error, kafka.TopicAuthorizationFailed):
+		c.add(check.Failure(name, "not authorized: "+t.Error.Error(), "Allow walrelay's principal to Describe and Write the topic."))
+	default:
+		c.add(check.Failure(name, "the broker answered: "+t.Error.Error(), "Fix what the broker reports for this topic."))
+	}
+	return false
+}
+
+// missingResult fails a missing topic unless the broker creates it on first
+// use, which only warns: it gets the broker's defaults, not a chosen layout.
+func (c *kafkaChecker) missingResult(topic string) check.Result {
+	name := "topic " + topic
+	create := fmt.Sprintf("Create it: kafka-topics.sh --create --topic %s --partitions N --replication-factor %d.", topic, wantReplicationFactor)
+	if c.brokerErr != nil {
+		return check.Failure(name, fmt.Sprintf("missing, and %s is unknown (%v)", configAutoCreate, c.brokerErr), create)
+	}
+	if c.broker[configAutoCreate] != "true" {
+		return check.Failure(name, fmt.Sprintf("missing, and the broker does not create topics (%s=%s)", configAutoCreate, c.broker[configAutoCreate]), create)
+	}
+	return check.Warning(name, fmt.Sprintf("missing; the broker creates it on first use (%s=true) with %s=%s and %s=%s",
+		configAutoCreate, configNumPartitions, c.broker[configNumPartitions], configDefaultRF, c.broker[configDefaultRF]),
+		"Create it yourself with the partitions and replication factor it needs: its partition count cannot change later without moving keys.")
+}
+
+// replicationResult warns below three replicas of any partition.
+func replicationResult(t kafka.Topic) check.Result {
+	name := "topic " + t.Name + " replication factor"
+	rf := replicationFactor(t)
+	if rf >= wantReplicationFactor {
+		return check.Pass(name, strconv.Itoa(rf))
+	}
+	return check.Warning(name, fmt.Sprintf("%d: losing a broker can lose acknowledged messages", rf),
+		fmt.Sprintf("Raise it to %d (kafka-reassign-partitions.sh).", wantReplicationFactor))
+}
+
+// replicationFactor is the fewest replicas of any partition of t.
+func replicationFactor(t kafka.Topic) int {
+	rf := -1
+	for _, p := range t.Partitions {
+		if rf < 0 || len(p.Replicas) < rf {
+			rf = len(p.Replicas)
+		}
+	}
+	return max(rf, 0)
+}
+
+// fewestInSync is the fewest in-sync replicas of any partition of t.
+func fewestInSync(t kafka.Topic) int {
+	isr := -1
+	for _, p := range t.Partitions {
+		if isr < 0 || len(p.Isr) < isr {
+			isr = len(p.Isr)
+		}
+	}
+	return max(isr, 0)
+}
+
+// isrSetting is a topic's min.insync.replicas and whether the topic sets it
+// itself (else it is the broker's default).
+type isrSetting struct {
+	value    int
+	ownValue bool
+}
+
+// configSourceTopic is DescribeConfigs' ConfigSource of a value set on the
+// topic itself (TOPIC_CONFIG).
+const configSourceTopic = 1
+
+// readMinISR reads min.insync.replicas of topics in one DescribeConfigs
+// request. A topic missing from the map has no readable value of its own:
+// the broker's default applies.
+func (c *kafkaChecker) readMinISR(topics []kafka.Topic) (map[string]isrSetting, error) {
+	req := &kafka.DescribeConfigsRequest{}
+	for _, t := range topics {
+		req.Resources = append(req.Resources, kafka.DescribeConfigRequestResource{
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: t.Name, ConfigNames: []string{configMinISR}})
+	}
+	res, err := c.client.DescribeConfigs(c.ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("describe the configuration of the topics: %w", err)
+	}
+	out := make(map[string]isrSetting)
+	for _, r := range res.Resources {
+		for _, e := range r.ConfigEntries {
+			n, convErr := strconv.Atoi(e.ConfigValue)
+			if r.Error == nil && e.ConfigName == configMinISR && convErr == nil {
+				out[r.ResourceName] = isrSetting{value: n, ownValue: e.ConfigSource == configSourceTopic}
+			}
+		}
+	}
+	return out, nil
+}
+
+// minISRResult judges min.insync.replicas of t: set (from readMinISR, whose
+// error readErr is), else the broker's default.
+func (c *kafkaChecker) minISRResult(t kafka.Topic, set isrSetting, readErr error) check.Result {
+	name := "topic " + t.Name + " " + configMinISR
+	if set == (isrSetting{}) {
+		n, err := strconv.Atoi(c.broker[configMinISR])
+		if c.brokerErr != nil || err != nil {
+			return check.Warning(name, fmt.Sprintf("unknown: neither the topic's nor the broker's value could be read (%v; %v)", readErr, c.brokerErr),
+				"Allow walrelay's principal to DescribeConfigs on the topic and the cluster, then check again.")
+		}
+		set = isrSetting{value: n}
+	}
+	rf, inSync := replicationFactor(t), fewestInSync(t)
+	found := fmt.Sprintf("%d (broker default)", set.value)
+	if set.ownValue {
+		found = fmt.Sprintf("%d (set on the topic)", set.value)
+	}
+	switch {
+	case set.value > rf:
+		return check.Failure(name, fmt.Sprintf("%s, above the replication factor %d: every write with acks=all fails", found, rf),
+			"Lower min.insync.replicas to at most the replication factor, or add replicas.")
+	case inSync < set.value:
+		return check.Failure(name, fmt.Sprintf("%s, but a partition has only %d replicas in sync: writes with acks=all fail now", found, inSync),
+			"Bring the out-of-sync replicas back (look at the brokers that host them).")
+	case set.value < wantMinISR:
+		return check.Warning(name, found+": an acknowledged message may be on one broker only",
+			fmt.Sprintf("With a replication factor of %d, set min.insync.replicas=%d on the topic (kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config min.insync.replicas=%d).",
+				wantReplicationFactor, wantMinISR, t.Name, wantMinISR))
+	}
+	return check.Pass(name, found)
+}

@@ -1,0 +1,266 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/schema"
+)
+
+// runCheck runs Check with a bound like the command's.
+func runCheck(t *testing.T, cfg Config, routes []schema.Message, routesErr error) []check.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	got := Check(ctx, cfg, routes, routesErr)
+	var b strings.Builder
+	_ = check.Report(got).WriteText(&b)
+	t.Logf("check:\n%s", b.String())
+	return got
+}
+
+func checkStatuses(t *testing.T, got []check.Result, want []string) {
+	t.Helper()
+	names := make([]string, len(got))
+	for i, r := range got {
+		names[i] = r.Name + "=" + r.Status.String()
+		if (r.Status == check.OK) != (r.Fix == "") {
+			t.Errorf("check %q is %s with fix %q; want a fix exactly when not ok", r.Name, r.Status, r.Fix)
+		}
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("checks:\ngot  %v\nwant %v", names, want)
+	}
+}
+
+func found(t *testing.T, got []check.Result, name string) string {
+	t.Helper()
+	for _, r := range got {
+		if r.Name == name {
+			return r.Found
+		}
+	}
+	t.Fatalf("check %q: got none; want one", name)
+	return ""
+}
+
+// createTopicWith makes a fresh topic of one partition and replication
+// factor 1 with configs, deleted when the test ends.
+func createTopicWith(t *testing.T, brokers []string, configs ...kafka.ConfigEntry) string {
+	t.Helper()
+	topic := fmt.Sprintf("walrelay-check-%d", time.Now().UnixNano())
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
+		{Topic: topic, NumPartitions: 1, ReplicationFactor: 1, ConfigEntries: configs}}})
+	if err == nil {
+		err = res.Errors[topic]
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: got %v; want nil", topic, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := client.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{topic}})
+		if err == nil {
+			err = res.Errors[topic]
+		}
+		if err != nil {
+			t.Errorf("cleanup: delete topic %s: got %v; want nil", topic, err)
+		}
+	})
+	return topic
+}
+
+// brokerSetting reads one setting of the broker that leads the cluster
+// metadata, as the test sees it.
+func brokerSetting(t *testing.T, brokers []string, name string) string {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
+	if err != nil {
+		t.Fatalf("metadata: got %v; want nil", err)
+	}
+	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeBroker, ResourceName: fmt.Sprint(md.Controller.ID), ConfigNames: []string{name}}}})
+	if err != nil || len(res.Resources) != 1 || res.Resources[0].Error != nil || len(res.Resources[0].ConfigEntries) != 1 {
+		t.Fatalf("describe broker %d setting %s: got %+v, %v; want one entry", md.Controller.ID, name, res, err)
+	}
+	return res.Resources[0].ConfigEntries[0].ConfigValue
+}
+
+// A topic with replication factor 1 warns on it and on min.insync.replicas
+// 1; min.insync.replicas above the replication factor fails, since every
+// acks=all write would.
+func TestCheckTopicSafety(t *testing.T) {
+	brokers := testBrokers(t)
+	weak := createTopicWith(t, brokers, kafka.ConfigEntry{ConfigName: "min.insync.replicas", ConfigValue: "1"})
+	impossible := createTopicWith(t, brokers, kafka.ConfigEntry{ConfigName: "min.insync.replicas", ConfigValue: "2"})
+	routes := []schema.Message{{Topic: weak}, {Topic: impossible}, {AggregateType: "x", Topic: weak}}
+
+	got := runCheck(t, Config{Brokers: brokers, TopicTemplate: "unused.{aggregate_type}"}, routes, nil)
+
+	checkStatuses(t, got, []string{"kafka reachable=ok", "topics=ok",
+		"topic " + weak + "=ok", "topic " + impossible + "=ok",
+		"topic " + weak + " replication factor=warn", "topic " + weak + " min.insync.replicas=warn",
+		"topic " + impossible + " replication factor=warn", "topic " + impossible + " min.insync.replicas=fail"})
+	for name, want := range map[string]string{
+		"topics":                                       "2 from template",
+		"topic " + weak + " replication factor":        "1: ",
+		"topic " + weak + " min.insync.replicas":       "1 (set on the topic)",
+		"topic " + impossible + " min.insync.replicas": "2 (set on the topic), above the replication factor 1",
+	} {
+		if f := found(t, got, name); !strings.HasPrefix(f, want) {
+			t.Errorf("check %q found: got %q; want it to start with %q", name, f, want)
+		}
+	}
+}
+
+// Without a topic setting, min.insync.replicas is the broker's default.
+func TestCheckMinISRFallsBackToBrokerDefault(t *testing.T) {
+	brokers := testBrokers(t)
+	topic := createTopicWith(t, brokers)
+	def := brokerSetting(t, brokers, "min.insync.replicas")
+
+	got := runCheck(t, Config{Brokers: brokers, TopicTemplate: topic}, nil, errors.New("postgres is not reachable"))
+
+	want := def + " (broker default)"
+	if f := found(t, got, "topic "+topic+" min.insync.replicas"); !strings.HasPrefix(f, want) {
+		t.Errorf("min.insync.replicas found: got %q; want it to start with %q", f, want)
+	}
+}
+
+// A missing topic fails when the broker does not create topics and warns
+// when it does; either way, the check creates nothing.
+func TestCheckMissingTopic(t *testing.T) {
+	brokers := testBrokers(t)
+	topic := fmt.Sprintf("walrelay-check-missing-%d", time.Now().UnixNano())
+	autoCreate := brokerSetting(t, brokers, "auto.create.topics.enable")
+	want := "fail"
+	if autoCreate == "true" {
+		want = "warn"
+	}
+
+	got := runCheck(t, Config{Brokers: brokers, TopicTemplate: "orders.{type}"}, []schema.Message{{Type: "x", Topic: topic}}, nil)
+
+	checkStatuses(t, got, []string{"kafka reachable=ok", "topics=ok", "topic " + topic + "=" + want})
+	if f := found(t, got, "topic "+topic); !strings.Contains(f, "auto.create.topics.enable="+autoCreate) {
+		t.Errorf("found: got %q; want the broker's auto.create.topics.enable=%s", f, autoCreate)
+	}
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	md, err := client.Metadata(context.Background(), &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		t.Fatalf("metadata: got %v; want nil", err)
+	}
+	if len(md.Topics) != 1 || !errors.Is(md.Topics[0].Error, kafka.UnknownTopicOrPartition) {
+		t.Errorf("topic %s after the check: got %+v; want it still missing", topic, md.Topics)
+	}
+}
+
+// With placeholders in the template, the topics are only known from rows.
+func TestCheckTopicsFromTemplate(t *testing.T) {
+	brokers := testBrokers(t)
+	cfg := Config{Brokers: brokers, TopicTemplate: "walrelay-check-{aggregate_type}"}
+	for _, tc := range []struct {
+		name      string
+		routes    []schema.Message
+		routesErr error
+		want      string
+	}{
+		{"no rows", nil, nil, "the outbox table has no rows: topics cannot be known yet"},
+		{"rows unreadable", nil, errors.New("postgres is not reachable"), "could not be read (postgres is not reachable)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := runCheck(t, cfg, tc.routes, tc.routesErr)
+			checkStatuses(t, got, []string{"kafka reachable=ok", "topics=warn"})
+			if f := found(t, got, "topics"); !strings.Contains(f, tc.want) {
+				t.Errorf("topics found: got %q; want it to contain %q", f, tc.want)
+			}
+		})
+	}
+}
+
+func TestWantedTopics(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		template string
+		routes   []schema.Message
+		err      error
+		want     []string
+		known    bool
+	}{
+		{"fixed template", "events", nil, nil, []string{"events"}, true},
+		{"fixed template, rows unreadable", "events", nil, errors.New("x"), []string{"events"}, true},
+		{"fixed template and a row's own topic", "events", []schema.Message{{Topic: "audit"}, {AggregateType: "a"}}, nil, []string{"audit", "events"}, true},
+		{"placeholders", "o.{aggregate_type}.{type}", []schema.Message{
+			{AggregateType: "order", Type: "created"}, {AggregateType: "order", Type: "created", Topic: ""},
+			{AggregateType: "user", Type: "x"}, {AggregateType: "user", Type: "y", Topic: "special"},
+		}, nil, []string{"o.order.created", "o.user.x", "special"}, true},
+		{"placeholders, no rows", "o.{type}", nil, nil, nil, false},
+		{"placeholders, rows unreadable", "o.{type}", nil, errors.New("x"), nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, known, res := wantedTopics(tc.template, tc.routes, tc.err)
+			if !slices.Equal(got, tc.want) || known != tc.known {
+				t.Errorf("wantedTopics: got %v, %v; want %v, %v", got, known, tc.want, tc.known)
+			}
+			if wantStatus := map[bool]check.Status{true: check.OK, false: check.Warn}[tc.known]; res.Status != wantStatus {
+				t.Errorf("result: got %+v; want status %s", res, wantStatus)
+			}
+		})
+	}
+}
+
+// An unreachable broker fails at once and leaves the other checks out.
+func TestCheckUnreachableBroker(t *testing.T) {
+	start := time.Now()
+	got := runCheck(t, Config{Brokers: []string{"127.0.0.1:1"}, TopicTemplate: "events"}, nil, nil)
+	checkStatuses(t, got, []string{"kafka reachable=fail"})
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("took %s; want a refused connection to fail at once", took)
+	}
+}
+
+// The verdicts on settings this rig's broker does not have: topic creation
+// off or unreadable, replicas out of sync, a healthy topic.
+func TestCheckVerdicts(t *testing.T) {
+	topic := func(replicas, inSync int) kafka.Topic {
+		p := kafka.Partition{Replicas: make([]kafka.Broker, replicas), Isr: make([]kafka.Broker, inSync)}
+		return kafka.Topic{Name: "t", Partitions: []kafka.Partition{p, {Replicas: make([]kafka.Broker, 3), Isr: make([]kafka.Broker, 3)}}}
+	}
+	off := &kafkaChecker{broker: map[string]string{"auto.create.topics.enable": "false", "min.insync.replicas": "2"}}
+	unknown := &kafkaChecker{brokerErr: errors.New("not authorized")}
+	for _, tc := range []struct {
+		name   string
+		got    check.Result
+		status check.Status
+		found  string
+	}{
+		{"creation off", off.missingResult("t"), check.Fail, "missing, and the broker does not create topics (auto.create.topics.enable=false)"},
+		{"creation unknown", unknown.missingResult("t"), check.Fail, "missing, and auto.create.topics.enable is unknown"},
+		{"healthy", off.minISRResult(topic(3, 3), isrSetting{}, nil), check.OK, "2 (broker default)"},
+		{"replicas out of sync", off.minISRResult(topic(3, 1), isrSetting{value: 2, ownValue: true}, nil), check.Fail,
+			"2 (set on the topic), but a partition has only 1 replicas in sync"},
+		{"nothing readable", unknown.minISRResult(topic(3, 3), isrSetting{}, errors.New("denied")), check.Warn, "unknown"},
+		{"replication factor 3", replicationResult(topic(3, 3)), check.OK, "3"},
+		{"one partition with 2 replicas", replicationResult(topic(2, 2)), check.Warn, "2: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.got.Status != tc.status || !strings.HasPrefix(tc.got.Found, tc.found) {
+				t.Errorf("got %s %q; want %s %q...", tc.got.Status, tc.got.Found, tc.status, tc.found)
+			}
+		})
+	}
+}

@@ -1,0 +1,364 @@
+package slot_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/slot"
+)
+
+// runCheck runs slot.Check on cfg with the default columns.
+func runCheck(t *testing.T, cfg slot.Config) ([]check.Result, slot.Routes) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return slot.Check(ctx, cfg, schema.DefaultColumns())
+}
+
+// statuses renders results as "name=status" for comparison.
+func statuses(rs []check.Result) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Name + "=" + r.Status.String()
+	}
+	return out
+}
+
+func wantStatuses(t *testing.T, got []check.Result, want []string) {
+	t.Helper()
+	if !slices.Equal(statuses(got), want) {
+		t.Errorf("checks:\ngot  %v\nwant %v\n%s", statuses(got), want, dump(got))
+	}
+	for _, r := range got {
+		if (r.Status == check.OK) != (r.Fix == "") {
+			t.Errorf("check %q is %s with fix %q; want a fix exactly when not ok", r.Name, r.Status, r.Fix)
+		}
+	}
+}
+
+func dump(rs []check.Result) string {
+	var b strings.Builder
+	_ = check.Report(rs).WriteText(&b)
+	return b.String()
+}
+
+func find(t *testing.T, rs []check.Result, name string) check.Result {
+	t.Helper()
+	for _, r := range rs {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("check %q: got none; want one in\n%s", name, dump(rs))
+	return check.Result{}
+}
+
+// serverFacts are what the server's own settings make the checks say,
+// whatever the rig's configuration is.
+type serverFacts struct {
+	keepSize   string // SHOW max_slot_wal_keep_size
+	keepStatus string // warn when unlimited
+	roleStatus string // warn for a superuser, ok with REPLICATION, else fail
+}
+
+func (f *fixture) serverFacts() serverFacts {
+	f.t.Helper()
+	var sf serverFacts
+	var super, repl bool
+	err := f.conn.QueryRow(context.Background(), `SELECT current_setting('max_slot_wal_keep_size'), rolsuper, rolreplication
+		FROM pg_roles WHERE rolname = current_user`).Scan(&sf.keepSize, &super, &repl)
+	if err != nil {
+		f.t.Fatalf("read server facts: got %v; want a row", err)
+	}
+	sf.keepStatus = "ok"
+	if sf.keepSize == "-1" {
+		sf.keepStatus = "warn"
+	}
+	switch {
+	case super:
+		sf.roleStatus = "warn"
+	case repl:
+		sf.roleStatus = "ok"
+	default:
+		sf.roleStatus = "fail"
+	}
+	return sf
+}
+
+// head is the results every check against the rig's server starts with.
+func (sf serverFacts) head() []string {
+	return []string{"postgres reachable=ok", "server version=ok", "wal_level=ok", "max_replication_slots=ok",
+		"max_wal_senders=ok", "max_slot_wal_keep_size=" + sf.keepStatus, "role replication=" + sf.roleStatus,
+		"database connect=ok", "outbox table=ok"}
+}
+
+var goodPublication = []string{"publication=ok", "publication inserts=ok", "publication table=ok", "publication scope=ok"}
+
+var goodSlot = []string{"slot=ok", "slot plugin=ok", "slot database=ok", "slot wal_status=ok", "slot lag=ok"}
+
+func TestCheckGoodSetup(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	info := f.initSlot()
+	for i := range 5 {
+		f.insert("row " + strconv.Itoa(i))
+	}
+	sf := f.serverFacts()
+
+	got, _ := runCheck(t, f.config())
+	t.Logf("check of a good setup:\n%s", dump(got))
+
+	wantStatuses(t, got, slices.Concat(sf.head(), goodPublication, goodSlot))
+	if r := find(t, got, "wal_level"); r.Found != "logical" {
+		t.Errorf("wal_level found: got %q; want %q", r.Found, "logical")
+	}
+	if r := find(t, got, "max_slot_wal_keep_size"); !strings.HasPrefix(r.Found, sf.keepSize) {
+		t.Errorf("max_slot_wal_keep_size found: got %q; want it to start with the server's %q", r.Found, sf.keepSize)
+	}
+	if r := find(t, got, "slot database"); r.Found != f.database() {
+		t.Errorf("slot database found: got %q; want %q", r.Found, f.database())
+	}
+	if r := find(t, got, "slot wal_status"); !strings.HasPrefix(r.Found, f.slotInfo().WALStatus) {
+		t.Errorf("slot wal_status found: got %q; want it to start with %q", r.Found, f.slotInfo().WALStatus)
+	}
+	after := f.queryLSN("SELECT pg_current_wal_lsn()::text")
+	lag := lagOf(t, find(t, got, "slot lag"))
+	if lag == 0 || lag > uint64(after-info.ConfirmedFlush) {
+		t.Errorf("slot lag: got %d bytes; want > 0 (5 inserts since init) and <= %d", lag, uint64(after-info.ConfirmedFlush))
+	}
+}
+
+var lagBytes = regexp.MustCompile(`\((\d+) bytes\)`)
+
+func lagOf(t *testing.T, r check.Result) uint64 {
+	t.Helper()
+	m := lagBytes.FindStringSubmatch(r.Found)
+	if m == nil {
+		t.Fatalf("slot lag found: got %q; want (N bytes) in it", r.Found)
+	}
+	n, err := strconv.ParseUint(m[1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestCheckPublicationAndSlotProblems(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		setup func(*fixture)
+		pub   []string // results from "publication" up to before "slot"
+		slot  []string
+		found map[string]string // name -> text the found must contain
+	}{
+		{
+			name:  "missing publication and slot",
+			setup: func(*fixture) {},
+			// The rig's role is the table's owner: init could create it.
+			pub:   []string{"publication=fail", "publication create=ok"},
+			slot:  []string{"slot=fail"},
+			found: map[string]string{"publication": "does not exist", "slot": "does not exist"},
+		},
+		{
+			name:  "missing slot",
+			setup: func(f *fixture) { f.createPublication(f.table, "insert") },
+			pub:   goodPublication,
+			slot:  []string{"slot=fail"},
+			found: map[string]string{"slot": "does not exist"},
+		},
+		{
+			name:  "publication with update and delete",
+			setup: func(f *fixture) { f.createPublication(f.table, "insert, update, delete"); f.initSlot() },
+			pub:   []string{"publication=ok", "publication inserts=ok", "publication table=ok", "publication scope=warn"},
+			slot:  goodSlot,
+			found: map[string]string{"publication scope": "also publishes update, delete"},
+		},
+		{
+			name:  "publication without inserts",
+			setup: func(f *fixture) { f.createPublication(f.table, "update, delete"); f.createSlot() },
+			pub:   []string{"publication=ok", "publication inserts=fail", "publication table=ok", "publication scope=warn"},
+			slot:  goodSlot,
+			found: map[string]string{"publication inserts": "does not publish inserts"},
+		},
+		{
+			name: "publication of another table",
+			setup: func(f *fixture) {
+				f.exec("CREATE TABLE " + f.other().Quoted() + " (id int)")
+				f.createPublication(f.other(), "insert")
+				f.createSlot()
+			},
+			pub:   []string{"publication=ok", "publication inserts=ok", "publication table=fail", "publication scope=warn"},
+			slot:  goodSlot,
+			found: map[string]string{"publication table": "does not include", "publication scope": "1 other table"},
+		},
+		{
+			name: "physical slot",
+			setup: func(f *fixture) {
+				f.createPublication(f.table, "insert")
+				f.exec("SELECT pg_create_physical_replication_slot($1)", f.slot)
+			},
+			pub: goodPublication,
+			// No WAL reserved: no wal_status, no confirmed position.
+			slot:  []string{"slot=ok", "slot plugin=fail", "slot database=fail", "slot wal_status=warn", "slot lag=fail"},
+			found: map[string]string{"slot plugin": "physical"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			tc.setup(f)
+
+			got, _ := runCheck(t, f.config())
+			t.Logf("check:\n%s", dump(got))
+
+			wantStatuses(t, got, slices.Concat(f.serverFacts().head(), tc.pub, tc.slot))
+			for name, text := range tc.found {
+				if r := find(t, got, name); !strings.Contains(r.Found, text) {
+					t.Errorf("check %q found: got %q; want it to contain %q", name, r.Found, text)
+				}
+			}
+		})
+	}
+}
+
+// createSlot makes the fixture's pgoutput slot directly: Init would refuse
+// a publication that cannot deliver the outbox.
+func (f *fixture) createSlot() {
+	f.t.Helper()
+	f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", f.slot)
+}
+
+// A role without REPLICATION fails; one with it passes. Neither owns the
+// table, so neither could create the missing publication.
+func TestCheckRole(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		attrs string
+		want  string
+	}{{"", "fail"}, {"REPLICATION", "ok"}} {
+		t.Run("attributes "+tc.attrs, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			cfg := f.config()
+			cfg.ConnString = f.role(tc.attrs)
+
+			got, _ := runCheck(t, cfg)
+
+			head := f.serverFacts().head()
+			head[6] = "role replication=" + tc.want
+			wantStatuses(t, got, slices.Concat(head, []string{"publication=fail", "publication create=fail", "slot=fail"}))
+			if r := find(t, got, "publication create"); !strings.Contains(r.Found, "does not own") || !strings.Contains(r.Fix, "CREATE PUBLICATION") {
+				t.Errorf("publication create: got found %q, fix %q; want `does not own` and the CREATE PUBLICATION to run", r.Found, r.Fix)
+			}
+		})
+	}
+}
+
+// role creates a login role with attrs for the test and returns the
+// fixture's URL with that user; the role is dropped in t.Cleanup.
+func (f *fixture) role(attrs string) string {
+	f.t.Helper()
+	name := fmt.Sprintf("wrchk_%016x", rand.Uint64())
+	f.exec("CREATE ROLE " + name + " LOGIN " + attrs)
+	f.t.Cleanup(func() {
+		if _, err := f.conn.Exec(context.Background(), "DROP ROLE IF EXISTS "+name); err != nil {
+			f.t.Errorf("cleanup: drop role %s: got %v; want nil", name, err)
+		}
+	})
+	u, err := url.Parse(f.url)
+	if err != nil {
+		f.t.Fatalf("parse the test URL: got %v; want nil", err)
+	}
+	u.User = url.User(name)
+	return u.String()
+}
+
+func TestCheckUnreachableServerSkipsTheRest(t *testing.T) {
+	t.Parallel()
+	cfg := slot.Config{
+		ConnString:  "postgres://walrelay@127.0.0.1:1/walrelay?sslmode=disable",
+		Publication: "walrelay_outbox",
+		Table:       schema.Table{Schema: "public", Name: "outbox_messages"},
+	}
+	start := time.Now()
+	got, routes := runCheck(t, cfg)
+	wantStatuses(t, got, []string{"postgres reachable=fail"})
+	if !strings.Contains(got[0].Found, "connect to postgres 127.0.0.1:1") {
+		t.Errorf("found: got %q; want the connection error", got[0].Found)
+	}
+	if routes.Err == nil || routes.Messages != nil {
+		t.Errorf("routes: got %+v; want an error and no messages", routes)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("took %s; want a refused connection to fail at once", took)
+	}
+}
+
+// Check reads the distinct routes of the latest 100000 rows, latest by
+// their transaction: the oldest row, written before 100000 later ones, is
+// not among them.
+func TestCheckReadsRoutes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	tbl := f.other()
+	f.exec("CREATE TABLE " + tbl.Quoted() + " (aggregate_type text, type text, topic text)")
+	ins := "INSERT INTO " + tbl.Quoted() + " "
+	f.exec(ins + "VALUES ('ancient', 'a.v1', NULL)")
+	f.exec(ins + "SELECT 'order', CASE WHEN i % 2 = 0 THEN 'order.created.v1' ELSE 'order.paid.v1' END, NULL FROM generate_series(1, 99998) i")
+	f.exec(ins + "VALUES ('invoice', 'invoice.sent.v1', 'billing'), (NULL, 'x.v1', 'special')")
+	cfg := f.config()
+	cfg.Table = tbl
+
+	_, routes := runCheck(t, cfg)
+
+	if routes.Err != nil {
+		t.Fatalf("routes: got error %v; want none", routes.Err)
+	}
+	want := []schema.Message{
+		{AggregateType: "", Type: "x.v1", Topic: "special"},
+		{AggregateType: "invoice", Type: "invoice.sent.v1", Topic: "billing"},
+		{AggregateType: "order", Type: "order.created.v1"},
+		{AggregateType: "order", Type: "order.paid.v1"},
+	}
+	if routes.Rows != 100000 || !equalRoutes(routes.Messages, want) {
+		t.Errorf("routes: got %d rows %s; want 100000 rows %s", routes.Rows, routeText(routes.Messages), routeText(want))
+	}
+
+	// Without a topic column, every route has no topic.
+	f.exec("ALTER TABLE " + tbl.Quoted() + " DROP COLUMN topic")
+	_, routes = runCheck(t, cfg)
+	want = []schema.Message{
+		{AggregateType: "", Type: "x.v1"},
+		{AggregateType: "invoice", Type: "invoice.sent.v1"},
+		{AggregateType: "order", Type: "order.created.v1"},
+		{AggregateType: "order", Type: "order.paid.v1"},
+	}
+	if routes.Err != nil || !equalRoutes(routes.Messages, want) {
+		t.Errorf("routes without a topic column: got %s, %v; want %s", routeText(routes.Messages), routes.Err, routeText(want))
+	}
+}
+
+func equalRoutes(a, b []schema.Message) bool {
+	return slices.EqualFunc(a, b, func(x, y schema.Message) bool {
+		return x.AggregateType == y.AggregateType && x.Type == y.Type && x.Topic == y.Topic
+	})
+}
+
+func routeText(ms []schema.Message) string {
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		parts[i] = fmt.Sprintf("(%q %q %q)", m.AggregateType, m.Type, m.Topic)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
