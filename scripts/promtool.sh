@@ -4,6 +4,10 @@
 #
 #   scripts/promtool.sh          print the path (installing promtool first when missing)
 #
+# Environment:
+#   WALRELAY_RIG_DIR               state root (default: <repo>/.rig)
+#   WALRELAY_PROMTOOL_NO_INSTALL=1 only look; exit 3 when promtool is missing
+#
 # Order: promtool on PATH; else $WALRELAY_RIG_DIR/bin/promtool (default <repo>/.rig/bin);
 # else fetch Debian's `prometheus` package with apt-get and unpack only its
 # promtool into that folder.
@@ -30,6 +34,10 @@ if [ -x "$DEST" ]; then
   exit 0
 fi
 
+if [ "${WALRELAY_PROMTOOL_NO_INSTALL:-}" = 1 ]; then
+  log "promtool is missing (not installing: WALRELAY_PROMTOOL_NO_INSTALL=1)"
+  exit 3
+fi
 command -v apt-get >/dev/null || die "promtool is missing and apt-get is not available: install Prometheus's promtool"
 command -v dpkg-deb >/dev/null || die "promtool is missing and dpkg-deb is not available"
 
