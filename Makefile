@@ -6,7 +6,7 @@ SHELL := /bin/bash
 GO ?= go
 FUZZTIME ?= 20s
 
-.PHONY: all build test unit faults chaos fuzz vet rig-up rig-down demo clean
+.PHONY: all build test unit faults chaos fuzz vet rig-up rig-down demo demo-outage clean
 
 all: build
 
@@ -50,6 +50,12 @@ fuzz:
 
 demo: build rig-up
 	scripts/demo.sh
+
+# The demo with Kafka stopped for a minute, watched by Prometheus with the
+# shipped rules; prints the shipped dashboard's queries before, during and
+# after the outage.
+demo-outage: build rig-up
+	scripts/demo-outage.sh
 
 clean:
 	rm -rf bin

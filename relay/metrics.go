@@ -14,9 +14,10 @@ type metrics struct {
 	heartbeats    prometheus.Counter
 }
 
-// latencyBuckets span 1ms to 60s: a healthy relay acknowledges within
-// milliseconds; an outage shows as the upper buckets filling.
-var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+// latencyBuckets span 1ms to 5min: a healthy relay acknowledges within
+// milliseconds; a Kafka outage of minutes shows in the upper buckets
+// instead of piling up beyond the last one.
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
 // register makes the relay's collectors and adds them to reg; a nil reg
 // keeps them private.

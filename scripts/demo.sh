@@ -5,6 +5,10 @@
 #
 #   DEMO_SECONDS   how long the order stream runs (default 20)
 #   DEMO_RATE      orders per second (default 200)
+#   DEMO_KAFKA_OUTAGE=AT:LEN
+#                  stop Kafka AT seconds into the order stream for LEN seconds
+#                  (scripts/kafka.sh stop, then start): walrelay holds the slot's
+#                  position, then catches up (scripts/demo-outage.sh uses it)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
@@ -12,6 +16,7 @@ SECONDS_TO_RUN="${DEMO_SECONDS:-20}"
 RATE="${DEMO_RATE:-200}"
 STATE="$REPO/.rig/demo"
 mkdir -p "$STATE"
+rm -f "$STATE"/kafka-*-at
 
 [ -x bin/walrelay ] || go build -o bin/walrelay ./cmd/walrelay
 scripts/rig.sh start
@@ -63,14 +68,41 @@ say "writing orders at $RATE/s for ${SECONDS_TO_RUN}s (order row + outbox row in
 "$PGBIN/pgbench" -n -f scripts/demo/order.sql -c 4 -j 2 -R "$RATE" -T "$SECONDS_TO_RUN" "$DB_URL" >"$STATE/pgbench.log" 2>&1 &
 BENCH=$!
 START=$(date +%s.%N)
+OUTAGE_AT=""; OUTAGE_LEN=""; KAFKA_DOWN=""
+if [ -n "${DEMO_KAFKA_OUTAGE:-}" ]; then
+  OUTAGE_AT="${DEMO_KAFKA_OUTAGE%%:*}"; OUTAGE_LEN="${DEMO_KAFKA_OUTAGE##*:}"
+fi
+elapsed() { awk -v s="$START" -v n="$(date +%s.%N)" 'BEGIN { printf "%d", n - s }'; }
+metric() { curl -fsS "http://$WALRELAY_METRICS_ADDR/metrics" 2>/dev/null | awk -v m="$1" '$1 == m { print $2 }'; }
 while kill -0 "$BENCH" 2>/dev/null; do
   sleep 2
-  printf '  outbox rows %6s | in Kafka %6s | slot lag %s\n' \
-    "$(psql -Atq "$DB_URL" -c 'SELECT count(*) FROM outbox_messages')" "$(($(offsets) - BASE))" "$(lag)"
+  if [ -n "$OUTAGE_AT" ] && [ -z "$KAFKA_DOWN" ] && [ "$(elapsed)" -ge "$OUTAGE_AT" ]; then
+    say "t=$(elapsed)s: stopping Kafka for ${OUTAGE_LEN}s"
+    scripts/kafka.sh stop >/dev/null
+    date +%s >"$STATE/kafka-stopped-at"
+    KAFKA_DOWN=$(elapsed)
+  elif [ -n "$KAFKA_DOWN" ] && [ "$KAFKA_DOWN" != done ] && [ "$(elapsed)" -ge "$((KAFKA_DOWN + OUTAGE_LEN))" ]; then
+    say "t=$(elapsed)s: starting Kafka again"
+    scripts/kafka.sh start >/dev/null
+    date +%s >"$STATE/kafka-started-at"
+    KAFKA_DOWN=done
+  fi
+  if [ -n "$KAFKA_DOWN" ] && [ "$KAFKA_DOWN" != done ]; then
+    printf '  t=%3ss outbox rows %6s | in Kafka (down)  | slot lag %-8s | oldest unpublished %ss\n' \
+      "$(elapsed)" "$(psql -Atq "$DB_URL" -c 'SELECT count(*) FROM outbox_messages')" "$(lag)" "$(metric walrelay_oldest_unpublished_message_age_seconds)"
+  else
+    printf '  t=%3ss outbox rows %6s | in Kafka %6s | slot lag %-8s | oldest unpublished %ss\n' \
+      "$(elapsed)" "$(psql -Atq "$DB_URL" -c 'SELECT count(*) FROM outbox_messages')" "$(($(offsets) - BASE))" "$(lag)" \
+      "$(metric walrelay_oldest_unpublished_message_age_seconds)"
+  fi
 done
+if [ -n "$KAFKA_DOWN" ] && [ "$KAFKA_DOWN" != done ]; then
+  say "starting Kafka again"
+  scripts/kafka.sh start >/dev/null
+fi
 wait "$BENCH" || { cat "$STATE/pgbench.log"; exit 1; }
 ROWS=$(psql -Atq "$DB_URL" -c 'SELECT count(*) FROM outbox_messages')
-for _ in $(seq 1 60); do
+for _ in $(seq 1 240); do
   [ "$(($(offsets) - BASE))" -ge "$ROWS" ] && break
   sleep 0.5
 done

@@ -3,6 +3,8 @@
 # Prometheus rules (deploy/prometheus). Idempotent.
 #
 #   scripts/promtool.sh          print the path (installing promtool first when missing)
+#   scripts/promtool.sh prometheus  the same for the Prometheus server of the same package
+#                                (scripts/demo-outage.sh runs one)
 #
 # Environment:
 #   WALRELAY_RIG_DIR               state root (default: <repo>/.rig)
@@ -20,13 +22,15 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RIG_DIR="${WALRELAY_RIG_DIR:-$REPO/.rig}"
-DEST="$RIG_DIR/bin/promtool"
+NAME="${1:-promtool}"
+case "$NAME" in promtool|prometheus) ;; *) echo "usage: scripts/promtool.sh [promtool|prometheus]" >&2; exit 2 ;; esac
+DEST="$RIG_DIR/bin/$NAME"
 
 log() { echo "promtool.sh: $*" >&2; }
 die() { echo "promtool.sh: ERROR: $*" >&2; exit 1; }
 
-if command -v promtool >/dev/null 2>&1; then
-  command -v promtool
+if command -v "$NAME" >/dev/null 2>&1; then
+  command -v "$NAME"
   exit 0
 fi
 if [ -x "$DEST" ]; then
@@ -35,7 +39,7 @@ if [ -x "$DEST" ]; then
 fi
 
 if [ "${WALRELAY_PROMTOOL_NO_INSTALL:-}" = 1 ]; then
-  log "promtool is missing (not installing: WALRELAY_PROMTOOL_NO_INSTALL=1)"
+  log "$NAME is missing (not installing: WALRELAY_PROMTOOL_NO_INSTALL=1)"
   exit 3
 fi
 command -v apt-get >/dev/null || die "promtool is missing and apt-get is not available: install Prometheus's promtool"
@@ -52,12 +56,12 @@ if ! apt-cache show prometheus >/dev/null 2>&1; then
   log "apt-get update"
   apt-get update -qq >&2
 fi
-log "fetching Debian's prometheus package for its promtool"
+log "fetching Debian's prometheus package for its $NAME"
 (cd "$TMP" && apt-get download -q prometheus >&2) || die "apt-get download prometheus failed"
 dpkg-deb -x "$TMP"/prometheus_*.deb "$TMP/root"
-[ -x "$TMP/root/usr/bin/promtool" ] || die "the prometheus package holds no usr/bin/promtool"
+[ -x "$TMP/root/usr/bin/$NAME" ] || die "the prometheus package holds no usr/bin/$NAME"
 mkdir -p "$(dirname "$DEST")"
-install -m 0755 "$TMP/root/usr/bin/promtool" "$DEST.tmp"
+install -m 0755 "$TMP/root/usr/bin/$NAME" "$DEST.tmp"
 mv "$DEST.tmp" "$DEST"
 log "installed $("$DEST" --version 2>&1 | head -1) at $DEST"
 echo "$DEST"

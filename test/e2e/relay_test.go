@@ -173,18 +173,9 @@ func TestIdleSlotKeepsUpWithUnrelatedWrites(t *testing.T) {
 	_, err := f.DB.Exec(ctx, "CREATE TABLE "+other+" (id bigserial PRIMARY KEY, v text)")
 	harness.Must(t, err, "create unrelated table")
 	t.Cleanup(func() { f.DB.Exec(context.Background(), "DROP TABLE IF EXISTS "+other) }) //nolint:errcheck // best effort
-	otherDB := "db_" + f.ID
-	_, err = f.DB.Exec(ctx, "CREATE DATABASE "+otherDB)
-	harness.Must(t, err, "create unrelated database")
-	t.Cleanup(func() { f.DB.Exec(context.Background(), "DROP DATABASE IF EXISTS "+otherDB+" WITH (FORCE)") }) //nolint:errcheck // best effort
-	cfg, err := pgx.ParseConfig(f.PGURL)
-	harness.Must(t, err, "parse url")
-	cfg.Database = otherDB
-	oc, err := pgx.ConnectConfig(ctx, cfg)
-	harness.Must(t, err, "connect to %s", otherDB)
-	defer oc.Close(ctx)
+	oc := otherDatabase(t, f)
 	_, err = oc.Exec(ctx, "CREATE TABLE noise (id bigserial PRIMARY KEY, v text)")
-	harness.Must(t, err, "create table in %s", otherDB)
+	harness.Must(t, err, "create table in the other database")
 
 	for round := 0; round < 3; round++ {
 		for i := 0; i < 20; i++ {
