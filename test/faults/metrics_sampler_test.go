@@ -347,3 +347,43 @@ func checkOutageUnpublished(t *testing.T, samples []metricSample, at outageTimes
 			first.at.Sub(at.down).Round(time.Second), last.at.Sub(at.down).Round(time.Second))
 	}
 }
+
+// TestMetricFigures checks the sums of the table on made-up samples: no
+// services needed.
+func TestMetricFigures(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	nan := math.NaN()
+	sample := func(s int, phase string, lag, oldest, published float64) metricSample {
+		return metricSample{at: t0.Add(time.Duration(s) * time.Second), phase: phase, lag: lag, oldest: oldest, published: published, inFlight: nan}
+	}
+	figs := metricFigures([]metricSample{
+		sample(0, phaseBefore, nan, 0, 0),
+		sample(1, phaseBefore, 2000, 0, 100),
+		sample(2, phaseBefore, 1000, 0.2, 300),
+		sample(3, phaseDuring, 5000, 1, 310),
+		sample(5, phaseDuring, 9000, 3, 310),
+		sample(6, phaseAfter, 4000, 4, 1310),
+		sample(8, phaseAfter, 0, 0, 1510),
+	})
+	for _, c := range []struct {
+		phase                                           string
+		lagMax, lagLast, oldestMax, published, rate, pk float64
+	}{
+		{phaseBefore, 2000, 1000, 0.2, 300, 150, 200},
+		{phaseDuring, 9000, 9000, 3, 10, 10.0 / 3, 10},
+		{phaseAfter, 4000, 0, 4, 1200, 400, 1000},
+	} {
+		p := figs[c.phase]
+		got := []float64{p.lagMax, p.lagLast, p.oldestMax, p.published, p.rate, p.ratePeak}
+		want := []float64{c.lagMax, c.lagLast, c.oldestMax, c.published, c.rate, c.pk}
+		for i := range got {
+			if math.Abs(got[i]-want[i]) > 1e-9 {
+				t.Errorf("%s: got lag max, lag last, oldest max, published, rate, peak rate %v; want %v", c.phase, got, want)
+				break
+			}
+		}
+	}
+	if got := metricBytes(3 << 19); got != "1.5 MiB" {
+		t.Errorf("got metricBytes(1.5 MiB) = %q; want %q", got, "1.5 MiB")
+	}
+}
