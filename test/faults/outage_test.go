@@ -96,16 +96,19 @@ func outageKafka(t *testing.T, fault string, stop, start func(t *testing.T)) {
 	f := harness.New(t, outageTypes...)
 	metrics := harness.FreePort(t)
 	// The fixture already passes --status-interval 1s.
-	r := f.Start("--metrics-addr", metrics, "--max-in-flight-messages", fmt.Sprint(outageMaxInFlight))
+	r := f.Start("--metrics-addr", metrics, "--slot-poll-interval", "1s", "--max-in-flight-messages", fmt.Sprint(outageMaxInFlight))
 	r.WaitStarted()
+	sampler := startMetricSampler(t, metrics, time.Second)
 
 	load := outageStartLoad(f)
 	defer load.stop() // a failed test must not leave writers running
-	outageWaitProgress(t, f, r, 5*time.Second)
+	// Long enough for the metrics' figures before the outage.
+	outageWaitProgress(t, f, r, 15*time.Second)
 
 	mark := f.Mark()
 	w := outageWindow{records: mark.Records(), committed: outageCount(t, f), confirmed: f.ConfirmedLSN()}
 	sender := outageWalsender(t, f)
+	sampler.setPhase(phaseDuring)
 	faultAt := time.Now()
 	stop(t)
 	t.Logf("%s: kafka stopped at %s (%d records in Kafka, %d rows committed, slot confirmed %s)",
@@ -114,6 +117,7 @@ func outageKafka(t *testing.T, fault string, stop, start func(t *testing.T)) {
 	watch := outageWatch(t, f, r, metrics, sender, outageLength(t))
 
 	restartAt := time.Now()
+	sampler.setPhase(phaseAfter)
 	start(t)
 	back := time.Now()
 	time.Sleep(5 * time.Second) // the load goes on a little after the outage
@@ -122,6 +126,11 @@ func outageKafka(t *testing.T, fault string, stop, start func(t *testing.T)) {
 	end := f.CurrentLSN()
 	sinceLoad := f.WaitConfirmed(r, end, outageCatchUp)
 	catchUp := time.Since(back)
+	// The slot's figures are read every second: a few more samples show
+	// the catch-up.
+	sampler.waitFor(back, 30*time.Second, outageRecovered)
+	samples, failed := sampler.stop()
+	checkOutageMetrics(t, fault, samples, failed, outageTimes{down: faultAt, restart: restartAt, back: back}, watch.length)
 	retries := harness.Scrape(metrics, "walrelay_sink_retries_total")
 	outageNoTimeoutInLog(t, pgLog)
 	if code := r.Stop(); code != 0 {
