@@ -67,6 +67,9 @@ def human(v, unit):
 def main():
     url, dash_path = sys.argv[1], sys.argv[2]
     start, stopped, started, end = (int(x) for x in sys.argv[3:7])
+    # Prometheus evaluates a range at start + k * STEP: align start, so the
+    # rows below find their samples.
+    start += -start % STEP
     dash = targets(json.load(open(dash_path)))
     cols = []
     for title, i, name, unit in PANELS:
@@ -79,7 +82,7 @@ def main():
     phases = {"before": [], "during": [], "after": []}
     header = f"{'t (s)':>6}  {'phase':7}" + "".join(f"  {name:>12}" for name, *_ in cols)
     print(header)
-    for t in range(start - start % STEP + STEP, end + 1, STEP):
+    for t in range(start, end + 1, STEP):
         phase = "before" if t < stopped else "during" if t < started else "after"
         row = [c[3].get(t) for c in cols]
         phases[phase].append(row)
@@ -92,13 +95,11 @@ def main():
             vals = [r[j] for r in rows if r[j] is not None]
             cells.append(f"{name} {human(max(vals), unit)} ({human(vals[-1], unit)})" if vals else f"{name} -")
         print(f"  {phase:7} " + "; ".join(cells))
-    firing = query_range(url, 'count by (alertname) (ALERTS{alertstate="firing"})', start, end + 60)
     q = urllib.parse.urlencode({"query": 'max_over_time(ALERTS{alertstate="firing"}[1h])', "time": end + 60})
     with urllib.request.urlopen(f"{url}/api/v1/query?{q}", timeout=30) as r:
         alerts = sorted({s["metric"]["alertname"] for s in json.load(r)["data"]["result"]})
     print()
-    print("Alerts that fired during the run: " + (", ".join(alerts) if alerts else "none") +
-          ("" if firing or not alerts else ""))
+    print("Alerts that fired during the run: " + (", ".join(alerts) if alerts else "none"))
 
 
 if __name__ == "__main__":
