@@ -206,7 +206,8 @@ func TestStandbyTakesOverWhenTheLeaderStops(t *testing.T) {
 	harness.Must(t, err, "write")
 	f.WaitConfirmed(a, f.CurrentLSN(), time.Minute)
 
-	b := f.Run()
+	bMetrics := harness.FreePort(t)
+	b := f.Run("--metrics-addr", bMetrics)
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(b.Stderr.String(), "waiting for leadership") {
 		b.Running()
@@ -214,6 +215,14 @@ func TestStandbyTakesOverWhenTheLeaderStops(t *testing.T) {
 			t.Fatalf("the second relay never said it waits for the slot:\n%s", b.Stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// A standby that can read the slot is ready: waiting is its job.
+	waitReady(t, bMetrics, http.StatusOK, 15*time.Second)
+	if v := harness.Scrape(bMetrics, "walrelay_streaming"); v != 0 {
+		t.Errorf("standby walrelay_streaming = %v; want 0", v)
+	}
+	if v := harness.Scrape(bMetrics, "walrelay_slot_active"); v != 1 {
+		t.Errorf("standby walrelay_slot_active = %v; want 1 (the leader's walsender holds the slot)", v)
 	}
 	if code := a.Stop(); code != 0 {
 		t.Fatalf("first relay exit code %d; want 0", code)
@@ -223,6 +232,8 @@ func TestStandbyTakesOverWhenTheLeaderStops(t *testing.T) {
 	harness.Must(t, err, "write")
 	took := f.WaitConfirmed(b, f.CurrentLSN(), time.Minute)
 	t.Logf("the second relay confirmed the new rows %s after they were written", took.Round(time.Millisecond))
+	waitMetric(t, bMetrics, "walrelay_streaming", func(v float64) bool { return v == 1 }, 15*time.Second)
+	waitReady(t, bMetrics, http.StatusOK, 15*time.Second)
 	if code := b.Stop(); code != 0 {
 		t.Fatalf("second relay exit code %d; want 0", code)
 	}
