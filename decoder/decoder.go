@@ -88,6 +88,7 @@ type txState struct {
 	xid        uint32
 	finalLSN   pglogrepl.LSN
 	commitTime time.Time
+	seq        uint32 // the next outbox row's place in the transaction
 }
 
 // New validates cfg, fills its defaults and returns a Decoder with an

@@ -282,6 +282,7 @@ func TestRelationReplaced(t *testing.T) {
 	row["tenant"] = text("acme")
 	mustDecode(t, d, relationMsg(outboxRel, "public", "outbox_messages", added), KindSkip)
 	got := mustDecode(t, d, insertMsg(outboxRel, rowFor(added, row)), KindMessage).Message
+	want.Seq = 1 // the transaction's second outbox row
 	assertMessage(t, got, want)
 
 	// The old layout is gone: a row in it now has the wrong column count.
@@ -293,6 +294,7 @@ func TestRelationReplaced(t *testing.T) {
 	dropped := outboxColumns()[:8] // no topic
 	mustDecode(t, d, relationMsg(outboxRel, "public", "outbox_messages", dropped), KindSkip)
 	got = mustDecode(t, d, insertMsg(outboxRel, rowFor(dropped, row)), KindMessage).Message
+	want.Seq = 2
 	assertMessage(t, got, want)
 
 	// Required column dropped: every row is bad, and the stream goes on.
@@ -300,8 +302,19 @@ func TestRelationReplaced(t *testing.T) {
 	mustDecode(t, d, relationMsg(outboxRel, "public", "outbox_messages", noPayload), KindSkip)
 	_, err := d.Decode(insertMsg(outboxRel, rowFor(noPayload, row)))
 	var bad *BadRowError
-	if !errors.As(err, &bad) || bad.Field != schema.FieldPayload || !bad.HasID || bad.AggregateID != "42" {
-		t.Fatalf("err = %#v; want a bad payload row with id and aggregate id", err)
+	if !errors.As(err, &bad) || bad.Field != schema.FieldPayload || !bad.HasID || bad.AggregateID != "42" || bad.Seq != 3 {
+		t.Fatalf("err = %#v; want a bad payload row with id, aggregate id and seq 3", err)
+	}
+	// The bad row keeps every column it had, as text.
+	if v := bad.Row["aggregate_id"]; v == nil || *v != "42" || len(bad.Row) != len(noPayload) {
+		t.Fatalf("bad row's columns: got %d, aggregate_id %v; want all %d with aggregate_id 42", len(bad.Row), v, len(noPayload))
+	}
+	// A new transaction counts its rows from 0 again.
+	mustDecode(t, d, commitMsg(finalLSN, endLSN, commitTime), KindCommit)
+	mustDecode(t, d, beginMsg(finalLSN+0x100, commitTime, xid+1), KindBegin)
+	mustDecode(t, d, relationMsg(outboxRel, "public", "outbox_messages", outboxColumns()), KindSkip)
+	if got := mustDecode(t, d, outboxInsert(), KindMessage).Message; got.Seq != 0 || got.CommitLSN != finalLSN+0x100 {
+		t.Fatalf("first row of the next transaction: got position %s; want %s#0", got.Position(), finalLSN+0x100)
 	}
 	mustDecode(t, d, commitMsg(finalLSN, endLSN, commitTime), KindCommit)
 }

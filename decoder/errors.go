@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"time"
+
 	"github.com/jackc/pglogrepl"
 	"github.com/walrelay/walrelay/schema"
 )
@@ -23,10 +25,24 @@ type BadRowError struct {
 	// parsed before the fault was found.
 	MessageID schema.MessageID
 	HasID     bool
-	// AggregateID is the row's aggregate id when it was present.
-	AggregateID string
-	// CommitLSN is the final LSN of the row's transaction (from its Begin).
-	CommitLSN pglogrepl.LSN
+	// AggregateType and AggregateID are the row's, when present (text as
+	// the columns held it; possibly empty).
+	AggregateType string
+	AggregateID   string
+	// CommitLSN is the final LSN of the row's transaction (from its Begin),
+	// CommitTime its commit time, and Seq the row's place among the
+	// transaction's outbox rows: CommitLSN and Seq are its Position.
+	CommitLSN  pglogrepl.LSN
+	CommitTime time.Time
+	Seq        uint32
+	// Row is every column of the row as text, nil for null: what a
+	// dead-letter entry keeps of a row that could not be decoded.
+	Row map[string]*string
+}
+
+// Position is the row's place in the WAL.
+func (e *BadRowError) Position() schema.Position {
+	return schema.Position{CommitLSN: e.CommitLSN, Seq: e.Seq}
 }
 
 // Error is one line: the row's identity, the column and the reason.

@@ -36,6 +36,9 @@ type relation struct {
 	// problem, when set, makes every row of the relation bad: a required
 	// column is missing or a column has a type the decoder cannot read.
 	problem *fieldProblem
+	// names are the outbox relation's column names, for the raw row of a
+	// BadRowError; nil for other tables.
+	names []string
 }
 
 type fieldProblem struct {
@@ -66,6 +69,7 @@ func (d *Decoder) relation(r *reader) error {
 		r.u32()
 		if rel.outbox {
 			rel.mapColumn(&d.names, i, string(colName), typ)
+			rel.names = append(rel.names, string(colName))
 		}
 	}
 	if err := r.finish(); err != nil {

@@ -52,7 +52,9 @@ func (d *Decoder) insert(r *reader) (Event, error) {
 	if len(vals) != rel.ncols {
 		return Event{}, fmt.Errorf("decode insert into relation %d: row has %d columns, relation has %d", id, len(vals), rel.ncols)
 	}
-	msg, err := d.message(rel, vals)
+	seq := d.tx.seq
+	d.tx.seq++
+	msg, err := d.message(rel, vals, seq)
 	if err != nil {
 		return Event{}, err
 	}
@@ -87,7 +89,7 @@ func (d *Decoder) tuple(r *reader) ([]value, error) {
 // message converts one outbox row. A row costs the Message, one string
 // holding all its strings, and the headers slice when it has headers (a
 // bytea payload adds one); the string copies are made after every check.
-func (d *Decoder) message(rel *relation, vals []value) (*schema.Message, error) {
+func (d *Decoder) message(rel *relation, vals []value, seq uint32) (*schema.Message, error) {
 	var v [schema.NumFields]value
 	for f, c := range rel.col {
 		if c >= 0 {
@@ -99,7 +101,10 @@ func (d *Decoder) message(rel *relation, vals []value) (*schema.Message, error) 
 		return &BadRowError{
 			Field: f, Column: d.names[f], Reason: reason,
 			MessageID: id, HasID: idReason == "",
-			AggregateID: string(v[schema.FieldAggregateID].b), CommitLSN: d.tx.finalLSN,
+			AggregateType: string(v[schema.FieldAggregateType].b),
+			AggregateID:   string(v[schema.FieldAggregateID].b),
+			CommitLSN:     d.tx.finalLSN, CommitTime: d.tx.commitTime, Seq: seq,
+			Row: rawRow(rel, vals),
 		}
 	}
 	if p := rel.problem; p != nil {
@@ -111,7 +116,7 @@ func (d *Decoder) message(rel *relation, vals []value) (*schema.Message, error) 
 	if f, reason := checkNames(&v); reason != "" {
 		return nil, fail(f, reason)
 	}
-	m := &schema.Message{ID: id, CommitLSN: d.tx.finalLSN, CommitTime: d.tx.commitTime}
+	m := &schema.Message{ID: id, CommitLSN: d.tx.finalLSN, CommitTime: d.tx.commitTime, Seq: seq}
 	if f, reason := readScalars(m, &v, &rel.typ); reason != "" {
 		return nil, fail(f, reason)
 	}
@@ -121,6 +126,24 @@ func (d *Decoder) message(rel *relation, vals []value) (*schema.Message, error) 
 	}
 	fillStrings(m, &v, hst)
 	return m, nil
+}
+
+// rawRow is every column of a bad row as text (nil for null and unchanged
+// TOAST values), so that a parked row keeps all it had.
+func rawRow(rel *relation, vals []value) map[string]*string {
+	row := make(map[string]*string, len(vals))
+	for i, v := range vals {
+		if i >= len(rel.names) {
+			break
+		}
+		if v.null() {
+			row[rel.names[i]] = nil
+			continue
+		}
+		s := string(v.b)
+		row[rel.names[i]] = &s
+	}
+	return row
 }
 
 // headerCheck validates the headers column; null has no headers.

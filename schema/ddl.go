@@ -21,6 +21,21 @@ type Config struct {
 	Publication string
 	// Columns maps the contract to the table. Defaults to DefaultColumns().
 	Columns Columns
+	// DeadLetters is the dead-letter table. Defaults to Table's name with
+	// the suffix _dead_letters, in Table's schema.
+	DeadLetters Table
+}
+
+// DeadLetterTable is c.DeadLetters, or its default beside the outbox table.
+func (c Config) DeadLetterTable() Table {
+	if c.DeadLetters.Name != "" {
+		t := c.DeadLetters
+		if t.Schema == "" {
+			t.Schema = c.Table.Schema
+		}
+		return t
+	}
+	return Table{Schema: c.Table.Schema, Name: c.Table.Name + "_dead_letters"}
 }
 
 // DefaultConfig is the contract as `walrelay schema` prints it by default.
@@ -43,10 +58,21 @@ func (c Config) Validate() error {
 	if err := ValidateIdentifier("publication", c.Publication); err != nil {
 		return err
 	}
+	dl := c.DeadLetterTable()
+	if err := ValidateIdentifier("dead-letter table schema", dl.Schema); err != nil {
+		return err
+	}
+	if err := ValidateIdentifier("dead-letter table", dl.Name); err != nil {
+		return err
+	}
+	if dl == c.Table {
+		return fmt.Errorf("the dead-letter table must not be the outbox table %s", c.Table)
+	}
 	return c.Columns.Validate()
 }
 
-// DDL is the SQL that creates the outbox table and its publication, for
+// DDL is the SQL that creates the outbox table, its publication and the
+// dead-letter table, for
 // `walrelay schema` and for applications' migrations. Running it twice is
 // safe for the table (IF NOT EXISTS); CREATE PUBLICATION has no such clause,
 // so it is wrapped in a check.
@@ -69,6 +95,8 @@ func DDL(c Config) (string, error) {
 		"Headers":          q(c.Columns.Headers),
 		"OccurredAt":       q(c.Columns.OccurredAt),
 		"Topic":            q(c.Columns.Topic),
+		"DeadLetters":      c.DeadLetterTable().Quoted(),
+		"DeadLettersIndex": q(c.DeadLetterTable().Name + "_parked"),
 	}
 	var b strings.Builder
 	if err := ddlTemplate.Execute(&b, data); err != nil {

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/hex"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -66,7 +67,30 @@ type Message struct {
 	// latency metrics only: the confirm rule uses the Commit's end LSN.
 	CommitLSN  pglogrepl.LSN
 	CommitTime time.Time
+	// Seq is the row's place among the outbox rows of its transaction,
+	// counting from 0. With CommitLSN it is the row's Position.
+	Seq uint32
 }
+
+// Position is where the row is in the WAL: CommitLSN, Seq.
+func (m *Message) Position() Position { return Position{CommitLSN: m.CommitLSN, Seq: m.Seq} }
+
+// Position identifies one outbox row in the WAL for good: the commit LSN of
+// its transaction and its place among that transaction's outbox rows. The
+// dead-letter table is keyed by it, and it orders the rows of an aggregate
+// as they were committed.
+type Position struct {
+	CommitLSN pglogrepl.LSN
+	Seq       uint32
+}
+
+// Less reports whether p comes before q in the WAL.
+func (p Position) Less(q Position) bool {
+	return p.CommitLSN < q.CommitLSN || p.CommitLSN == q.CommitLSN && p.Seq < q.Seq
+}
+
+// String is the commit LSN and the sequence, e.g. "0/16B3748#2".
+func (p Position) String() string { return fmt.Sprintf("%s#%d", p.CommitLSN, p.Seq) }
 
 // Size is the number of bytes the message holds on to, for in-flight
 // memory bounds. It counts payload, strings and headers, not the struct.

@@ -45,6 +45,8 @@ Usage:
   walrelay check    [flags]   check PostgreSQL and Kafka settings and privileges: ok / warn / fail
   walrelay status   [flags]   show the slot, its lag, the publication and the leader (--json for scripts)
   walrelay schema   [flags]   print the outbox DDL for your migrations
+  walrelay dlq      list|retry|discard [flags]
+                              the dead-letter table: list parked messages, publish them again, discard them
   walrelay version            print the version
 
 Every flag has an environment variable: --slot is WALRELAY_SLOT, and so on.
@@ -67,6 +69,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCheck(ctx, rest, stdout, stderr)
 	case "status":
 		return runStatus(ctx, rest, stdout, stderr)
+	case "dlq":
+		return runDLQ(ctx, rest, stdout, stderr)
 	case "schema":
 		return runSchema(rest, stdout, stderr)
 	case "version", "--version", "-version":

@@ -37,6 +37,10 @@ type options struct {
 	HeartbeatInterval   time.Duration
 	StallThreshold      time.Duration
 	JSON                bool
+	OnBadMessage        string
+	DeadLetterTable     string
+	MaxPayloadBytes     int
+	MaxWALMessageBytes  int
 	Columns             schema.Columns
 }
 
@@ -120,7 +124,11 @@ func parseOptions(verb string, args []string, stderr io.Writer) (options, error)
 	f.dur(&o.SlotPollInterval, "slot-poll-interval", 5*time.Second, "how often the slot's figures are read from pg_replication_slots for the metrics")
 	f.dur(&o.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often the leader writes a heartbeat into the WAL (pg_logical_emit_message) so the slot moves while the outbox is idle; 0 disables")
 	f.dur(&o.StallThreshold, "stall-threshold", 2*time.Minute, "how long the WAL may move on while the confirmed position does not, with nothing in flight, before walrelay reports a stall")
-	f.boolean(&o.JSON, "json", false, "status and check: print JSON instead of a table")
+	f.boolean(&o.JSON, "json", false, "status, check and dlq list: print JSON instead of a table")
+	f.str(&o.OnBadMessage, "on-bad-message", "park", "what to do with a row Kafka refuses or that cannot be decoded: park (into the dead-letter table, later rows of its aggregate behind it) or halt (stop before it)")
+	f.str(&o.DeadLetterTable, "dead-letter-table", "", "dead-letter table, schema-qualified (default: the outbox table's name with _dead_letters)")
+	f.int(&o.MaxPayloadBytes, "max-payload-bytes", 900<<10, "largest payload walrelay sends to Kafka; a larger one is a bad message (keep it below the topics' max.message.bytes)")
+	f.int(&o.MaxWALMessageBytes, "max-wal-message-bytes", 64<<20, "largest replication message (one row) walrelay reads; bounds the memory one huge row can take")
 	cols := schema.DefaultColumns()
 	f.str(&o.Columns.MessageID, "column-message-id", cols.MessageID, "column holding the message id (uuid)")
 	f.str(&o.Columns.AggregateType, "column-aggregate-type", cols.AggregateType, "column holding the aggregate type")
@@ -154,6 +162,14 @@ func (o options) schemaConfig() (schema.Config, error) {
 		return schema.Config{}, err
 	}
 	c := schema.Config{Table: t, Publication: o.Publication, Columns: o.Columns}
+	if o.DeadLetterTable != "" {
+		if c.DeadLetters, err = schema.ParseTable(o.DeadLetterTable); err != nil {
+			return schema.Config{}, fmt.Errorf("--dead-letter-table: %w", err)
+		}
+	}
+	if o.OnBadMessage != "park" && o.OnBadMessage != "halt" {
+		return schema.Config{}, fmt.Errorf("--on-bad-message (WALRELAY_ON_BAD_MESSAGE) is %q; want park or halt", o.OnBadMessage)
+	}
 	return c, c.Validate()
 }
 

@@ -22,3 +22,37 @@ BEGIN
     END IF;
 END
 $walrelay$;
+
+-- Dead letters: outbox rows walrelay could not publish (a record Kafka
+-- refuses, a row that cannot be decoded) and the later rows of the same
+-- aggregate parked behind them, so that the aggregate keeps its order.
+-- walrelay writes a row here before the slot's position may pass it; list,
+-- retry and discard them with `walrelay dlq`. Keyed by the row's place in
+-- the WAL (commit LSN of its transaction, place among its outbox rows).
+CREATE TABLE IF NOT EXISTS "public"."outbox_messages_dead_letters" (
+    commit_lsn        pg_lsn      NOT NULL,
+    seq               integer     NOT NULL,
+    message_id        uuid,
+    aggregate_type    text,
+    aggregate_id      text,
+    aggregate_version bigint,
+    type              text,
+    topic             text,
+    payload           bytea,
+    content_type      text,
+    headers           jsonb,
+    occurred_at       timestamptz,
+    committed_at      timestamptz,
+    row_data          jsonb,
+    reason            text        NOT NULL,
+    blocked_by        uuid,
+    status            text        NOT NULL DEFAULT 'parked' CHECK (status IN ('parked', 'discarded')),
+    parked_at         timestamptz NOT NULL DEFAULT now(),
+    retries           integer     NOT NULL DEFAULT 0,
+    last_error        text,
+    discarded_at      timestamptz,
+    discard_reason    text,
+    PRIMARY KEY (commit_lsn, seq)
+);
+CREATE INDEX IF NOT EXISTS "outbox_messages_dead_letters_parked" ON "public"."outbox_messages_dead_letters" (aggregate_type, aggregate_id, commit_lsn, seq)
+    WHERE status = 'parked';
