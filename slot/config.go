@@ -42,6 +42,10 @@ type Config struct {
 	// otherwise keep the slot until wal_sender_timeout. Without the
 	// privilege to do so, the stream waits as without TakeOver.
 	TakeOver bool
+	// MaxMessageBytes bounds one replication message, which holds one row:
+	// a larger one fails the stream with a *TooLargeError instead of taking
+	// that much memory. Defaults to 64 MiB.
+	MaxMessageBytes int
 	// ActiveRetryMin and ActiveRetryMax bound the exponential backoff while
 	// the slot is in use by another process ("replication slot is
 	// active"). Defaults to 1s and 15s.
@@ -61,6 +65,9 @@ func (c *Config) setDefaults() {
 	c.ConfirmInterval = min(c.ConfirmInterval, c.StatusInterval)
 	if c.ConnectTimeout <= 0 {
 		c.ConnectTimeout = 10 * time.Second
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 64 << 20
 	}
 	if c.ActiveRetryMin <= 0 {
 		c.ActiveRetryMin = time.Second
@@ -102,6 +109,9 @@ func (c *Config) pgConfig(replication bool) (*pgconn.Config, error) {
 		pc.ConnectTimeout = c.ConnectTimeout
 	}
 	if replication {
+		// XLogData's own header is 25 bytes; leave room for it and the
+		// pgoutput message's framing.
+		pc.MaxProtocolMessageBodyLen = c.MaxMessageBytes + 4096
 		pc.RuntimeParams["replication"] = "database"
 		// pgoutput sends values as the walsender's output functions print
 		// them: pin the forms the decoder reads, whatever the server's or

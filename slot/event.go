@@ -1,6 +1,10 @@
 package slot
 
-import "github.com/jackc/pglogrepl"
+import (
+	"fmt"
+
+	"github.com/jackc/pglogrepl"
+)
 
 // Kind tells what an Event carries.
 type Kind uint8
@@ -27,3 +31,17 @@ type Event struct {
 // Position returns the LSN that is safe to confirm right now. Stream calls
 // it from its own goroutine whenever it sends a status update.
 type Position func() pglogrepl.LSN
+
+// TooLargeError is a replication message over Config.MaxMessageBytes: one
+// outbox row (or another table's, if the publication covers more) that
+// walrelay will not read into memory. Nothing past it is confirmed; raising
+// the limit lets the next session read it.
+type TooLargeError struct {
+	Slot        string
+	Size, Limit int
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("a replication message of %d bytes on slot %q is over the limit of %d bytes (--max-wal-message-bytes); raise the limit to read that row",
+		e.Size, e.Slot, e.Limit)
+}

@@ -193,6 +193,10 @@ func (s *Stream) receive(ctx context.Context, out chan<- Event, pos Position) er
 			if pgconn.Timeout(err) {
 				continue
 			}
+			var big *pgproto3.ExceededMaxBodyLenErr
+			if errors.As(err, &big) {
+				return &TooLargeError{Slot: s.cfg.Slot, Size: big.ActualBodyLen, Limit: s.cfg.MaxMessageBytes}
+			}
 			return fmt.Errorf("receive from slot %q: %w", s.cfg.Slot, err)
 		}
 		if err := s.handle(ctx, out, pos, msg); err != nil {

@@ -1,6 +1,7 @@
 package slot_test
 
 import (
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -306,4 +307,28 @@ func TestStreamConfirmsPromptlyWhenThePositionMoves(t *testing.T) {
 	took := f.waitConfirmed(tx.end, 5*time.Second)
 	t.Logf("confirmed %s after the position moved (status interval 1h, confirm interval 100ms)", took)
 	r.stop()
+}
+
+// A row larger than MaxMessageBytes fails the stream with a *TooLargeError
+// that names the limit; nothing is delivered past the rows before it.
+func TestStreamRefusesAMessageOverTheLimit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	initial := f.initSlot()
+	cfg := f.config()
+	cfg.MaxMessageBytes = 8 << 10
+	r := startRun(t, cfg, 1024)
+	r.start(10 * time.Second)
+
+	f.insert("small")
+	if tx := r.nextTxn(10 * time.Second); tx.end <= initial.ConfirmedFlush {
+		t.Fatalf("the small row's transaction: got end %s; want past %s", tx.end, initial.ConfirmedFlush)
+	}
+	f.insert(strings.Repeat("x", 64<<10))
+	err := r.result(10 * time.Second)
+	var big *slot.TooLargeError
+	if !errors.As(err, &big) || big.Limit != 8<<10 || big.Size < 64<<10 || !strings.Contains(err.Error(), "--max-wal-message-bytes") {
+		t.Fatalf("Run after a 64 KiB row with an 8 KiB limit: got %v; want a *TooLargeError naming the limit", err)
+	}
+	r.closeDrained()
 }
