@@ -79,9 +79,10 @@ type Config struct {
 	// only: the aggregate was unblocked meanwhile, and the sink publishes the
 	// message after all, in order. An error is retried with the backoff
 	// below, for as long as it takes, while the message's partition waits.
-	// Park is called from the partition goroutines and from Publish, at
-	// most once at a time per partition. Defaults to nil (the "halt"
-	// policy): these cases fail the sink with an *Error.
+	// Park is called from the partition goroutines (one call at a time per
+	// partition, several partitions at once: it must be safe for concurrent
+	// use) and from Publish. Defaults to nil (the "halt" policy): these cases
+	// fail the sink with an *Error.
 	Park func(ctx context.Context, dl schema.DeadLetter) (parked bool, err error)
 	// Blocked are the aggregates blocked when the sink starts, from the
 	// dead-letter table: a message of such an aggregate positioned after
