@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/walrelay/walrelay/schema"
 )
 
 // Config configures a Sink. The zero value of every optional field means its
@@ -54,6 +57,38 @@ type Config struct {
 	// Transport carries the requests (TLS and SASL go here). Defaults to a
 	// kafka.Transport with a 5s dial timeout.
 	Transport kafka.RoundTripper
+
+	// MaxPayloadBytes is the largest payload the sink hands to Kafka; a
+	// larger one is a bad message, found before any produce request.
+	// Defaults to 900 KiB (921600), below the broker's default 1 MB
+	// message.max.bytes with room for the key and headers.
+	MaxPayloadBytes int
+	// NoCreateTopics stops the sink from asking the broker to create a
+	// missing topic (metadata requests then never allow auto-creation): a
+	// topic still absent from the metadata after 10s is missing for good,
+	// and its messages cannot be published. Defaults to false: a missing
+	// topic is created if the broker allows it (auto.create.topics.enable).
+	NoCreateTopics bool
+	// Park, when set (the "park" policy), takes each message that cannot be
+	// published for good instead of failing the sink: a record Kafka refused
+	// for good, a payload over MaxPayloadBytes, a message without an
+	// aggregate id, a topic missing or refused, and every later message of
+	// an aggregate with a parked message (dl.BlockedBy set). Park stores dl
+	// durably; only after it returned parked=true and nil is the message
+	// acknowledged (AckFunc). parked=false is allowed for a blocked message
+	// only: the aggregate was unblocked meanwhile, and the sink publishes the
+	// message after all, in order. An error is retried with the backoff
+	// below, for as long as it takes, while the message's partition waits.
+	// Park is called from the partition goroutines (one call at a time per
+	// partition, several partitions at once: it must be safe for concurrent
+	// use) and from Publish. Defaults to nil (the "halt" policy): these cases
+	// fail the sink with an *Error.
+	Park func(ctx context.Context, dl schema.DeadLetter) (parked bool, err error)
+	// Blocked are the aggregates blocked when the sink starts, from the
+	// dead-letter table: a message of such an aggregate positioned after
+	// its blocker is parked behind it. Blockers without an aggregate id are
+	// ignored: they block nothing. Defaults to none.
+	Blocked []schema.Blocker
 }
 
 const (
@@ -67,6 +102,7 @@ const (
 	defaultWriteTimeout        = 10 * time.Second
 	defaultRetryBackoffMin     = 100 * time.Millisecond
 	defaultRetryBackoffMax     = 10 * time.Second
+	defaultMaxPayloadBytes     = 900 << 10
 )
 
 // withDefaults returns c with every unset optional field set to its default.
@@ -81,6 +117,7 @@ func (c Config) withDefaults() Config {
 	setDuration(&c.WriteTimeout, defaultWriteTimeout)
 	setDuration(&c.RetryBackoffMin, defaultRetryBackoffMin)
 	setDuration(&c.RetryBackoffMax, defaultRetryBackoffMax)
+	setInt(&c.MaxPayloadBytes, defaultMaxPayloadBytes)
 	return c
 }
 
@@ -121,7 +158,8 @@ func (c Config) validate() error {
 	errs = append(errs, notNegative("Linger", int64(c.Linger)), notNegative("BatchMaxMessages", int64(c.BatchMaxMessages)),
 		notNegative("BatchMaxBytes", int64(c.BatchMaxBytes)), notNegative("MaxInFlightMessages", int64(c.MaxInFlightMessages)),
 		notNegative("MaxInFlightBytes", int64(c.MaxInFlightBytes)), notNegative("WriteTimeout", int64(c.WriteTimeout)),
-		notNegative("RetryBackoffMin", int64(c.RetryBackoffMin)), notNegative("RetryBackoffMax", int64(c.RetryBackoffMax)))
+		notNegative("RetryBackoffMin", int64(c.RetryBackoffMin)), notNegative("RetryBackoffMax", int64(c.RetryBackoffMax)),
+		notNegative("MaxPayloadBytes", int64(c.MaxPayloadBytes)))
 	if c.RetryBackoffMax < c.RetryBackoffMin {
 		errs = append(errs, fmt.Errorf("RetryBackoffMax %v is below RetryBackoffMin %v", c.RetryBackoffMax, c.RetryBackoffMin))
 	}

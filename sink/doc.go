@@ -22,14 +22,32 @@
 // earlier one is acknowledged. A transient failure (network, leader change,
 // timeout, not enough replicas) retries the same batch, forever, with
 // exponential backoff and full jitter: a retry may duplicate records but
-// never reorders or skips them. A permanent failure (Kafka refuses the records
-// or the topic: too large, invalid, unauthorised, missing) acks nothing of
-// the batch, fails the sink and is returned by Run as an *Error naming the
-// topic, partition and message; the caller then replays from its last
-// confirmed position or parks the message. Errors Kafka did not classify
-// (anything without a Kafka error code that is not a recognised network
-// error) are retried like transient ones: only Kafka's own verdict condemns
-// a message.
+// never reorders or skips them. Errors Kafka did not classify (anything
+// without a Kafka error code that is not a recognised network error) are
+// retried like transient ones: only Kafka's own verdict condemns a message.
+//
+// A message that cannot be published for good is handled by policy. Kafka
+// may refuse its record (too large for the topic, invalid, corrupt,
+// unauthorised), its topic may be invalid, refused or missing (with topic
+// creation off, or the broker's), its payload may be over
+// Config.MaxPayloadBytes, or it may have no aggregate id. Without
+// Config.Park (the "halt" policy) that fails the sink: nothing of the batch
+// is acked and Run returns an *Error naming the topic, partition and
+// message; the caller replays from its last confirmed position. With Park
+// (the "park" policy) the message is handed to Park, which stores it in the
+// dead-letter table, and is acked only once Park said it is stored; its
+// aggregate is then blocked: every later message of the aggregate (by WAL
+// Position) is parked behind it, so the aggregate's order survives, while
+// other aggregates go on. The caller can block aggregates too
+// (Config.Blocked at start, Sink.Block for rows it parks itself). When Kafka
+// refuses a batch of several records, the partition sends them again one at
+// a time, in order, each acknowledged before the next, to find the culprit:
+// Kafka writes nothing of a refused batch, so the others still reach it
+// once and in order. All of this happens in the partition's goroutine in
+// publish order, so a block set by a failure is seen by every later message
+// of the aggregate, even one already queued. (An aggregate whose messages
+// override their topic can span partitions; a block then reaches the other
+// partitions only for messages they have not started to send.)
 //
 // A batch is sent when it holds Config.BatchMaxMessages or BatchMaxBytes, or
 // when its oldest message has waited Config.Linger. Publish blocks while

@@ -20,9 +20,10 @@ import (
 var ErrClosed = errors.New("sink is closed")
 
 // Error is a permanent failure: Kafka refused a batch (or the sink refused a
-// message) in a way that retrying cannot fix. None of the batch was acked.
-// Run returns it and Publish returns it from then on; the caller stops and
-// replays from its last confirmed position, or parks the message.
+// message) in a way that retrying cannot fix, and there is no Config.Park to
+// take it. None of the batch was acked. Run returns it and Publish returns
+// it from then on; the caller stops and replays from its last confirmed
+// position.
 type Error struct {
 	Topic string
 	// Partition is -1 when the message failed before it was routed.
@@ -46,7 +47,8 @@ type errClass int
 const (
 	// classTransient: retry the same batch after a backoff.
 	classTransient errClass = iota
-	// classPermanent: Kafka refused the records; fail the sink.
+	// classPermanent: Kafka refused the records for good; park them, or
+	// fail the sink.
 	classPermanent
 	// classUnknown: not recognised; retried like a transient error, because
 	// only Kafka's own verdict (an error code) condemns a message, and a
@@ -71,6 +73,9 @@ func classify(err error) errClass {
 	var kerr kafka.Error
 	switch {
 	case errors.As(err, &kerr):
+		if permanentCode(kerr) {
+			return classPermanent
+		}
 		if kerr.Temporary() || retriableCode(kerr) {
 			return classTransient
 		}
@@ -95,6 +100,16 @@ func retriableCode(e kafka.Error) bool {
 		return true
 	}
 	return false
+}
+
+// permanentCode lists codes kafka-go's Error.Temporary calls temporary but
+// that condemn the records. CORRUPT_MESSAGE is a batch the broker's
+// validation rejected (bad CRC, invalid size, a null key on a compacted
+// topic): the Java client retries it, but a retry sends the same encoded
+// bytes, and TCP and TLS checksums make corruption on the way implausible,
+// so the same verdict would come back forever and stall the partition.
+func permanentCode(e kafka.Error) bool {
+	return e == kafka.InvalidMessage
 }
 
 func isNetworkError(err error) bool {

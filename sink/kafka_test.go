@@ -213,13 +213,14 @@ func checkRecord(t *testing.T, p, j int, r kafka.Message, m *schema.Message, par
 }
 
 // TestKafkaOversizedMessageIsPermanent sends a record over the broker's
-// message.max.bytes: Kafka refuses it, nothing is acked, Run names it.
+// message.max.bytes (and under the sink's raised payload limit): Kafka
+// refuses it, nothing is acked, Run names it.
 func TestKafkaOversizedMessageIsPermanent(t *testing.T) {
 	brokers := testBrokers(t)
 	topic := createTopic(t, brokers, 1)
 	var acked []uint64
 	var mu sync.Mutex
-	s, wait := runSink(t, Config{Brokers: brokers, TopicTemplate: topic, MaxInFlightBytes: 1 << 20}, func(token uint64) {
+	s, wait := runSink(t, Config{Brokers: brokers, TopicTemplate: topic, MaxInFlightBytes: 1 << 20, MaxPayloadBytes: 4 << 20}, func(token uint64) {
 		mu.Lock()
 		acked = append(acked, token)
 		mu.Unlock()

@@ -10,8 +10,6 @@ import (
 	"github.com/segmentio/kafka-go"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 	"go.uber.org/zap"
-
-	"github.com/walrelay/walrelay/schema"
 )
 
 // metadataClient tells how many partitions a topic has. With create, it
@@ -26,43 +24,94 @@ type metadataClient interface {
 // the sink asked for its creation.
 const topicCreateWait = 10 * time.Second
 
+// topicError is a topic that cannot take messages: missing (and not
+// created), an invalid name, or no right to it.
+type topicError struct {
+	class string // parkedTopicMissing or parkedTopicRefused
+	err   error
+}
+
+func (e *topicError) Error() string { return e.err.Error() }
+func (e *topicError) Unwrap() error { return e.err }
+
+func newTopicError(err error) *topicError {
+	if errors.Is(err, kafka.UnknownTopicOrPartition) || errors.Is(err, kafka.LeaderNotAvailable) {
+		return &topicError{class: parkedTopicMissing, err: err}
+	}
+	return &topicError{class: parkedTopicRefused, err: err}
+}
+
 // partitionCount returns the partition count of topic, looked up once and
 // then fixed for the life of the sink: a count that changed under a running
 // sink would move keys between partitions while their earlier messages are
-// still in flight. m and token name the message in errors.
-func (s *Sink) partitionCount(ctx context.Context, topic string, m *schema.Message, token uint64) (int, error) {
+// still in flight. A topic that cannot take messages is a *topicError; that
+// verdict is kept, and later messages only ask the transport's cached
+// metadata whether the topic appeared meanwhile, so that each of them does
+// not wait for the verdict again.
+func (s *Sink) partitionCount(ctx context.Context, topic string) (int, error) {
 	s.topicsMu.Lock()
 	n, ok := s.topics[topic]
+	verdict := s.unusable[topic]
 	s.topicsMu.Unlock()
-	if ok {
+	switch {
+	case ok:
 		return n, nil
+	case verdict != nil:
+		return s.recheck(ctx, topic, verdict)
 	}
 	n, err := s.lookupPartitions(ctx, topic)
 	if err != nil {
 		if ctx.Err() != nil || s.stopped() != nil {
 			return 0, err
 		}
-		return 0, s.fail(&Error{Topic: topic, Partition: -1, MessageID: m.ID, Token: token, Err: err})
+		terr := newTopicError(err)
+		s.topicsMu.Lock()
+		s.unusable[topic] = terr
+		s.topicsMu.Unlock()
+		return 0, terr
 	}
+	s.routed(topic, n)
+	return n, nil
+}
+
+// recheck asks once, without waiting and without creating it, whether a
+// topic judged unusable has appeared; otherwise the verdict stands.
+func (s *Sink) recheck(ctx context.Context, topic string, verdict *topicError) (int, error) {
+	if validateTopic(topic) != nil {
+		return 0, verdict
+	}
+	n, err := s.meta.TopicPartitions(ctx, topic, false)
+	if err != nil || n <= 0 {
+		return 0, verdict
+	}
+	s.routed(topic, n)
+	return n, nil
+}
+
+// routed fixes the partition count of topic.
+func (s *Sink) routed(topic string, n int) {
 	s.topicsMu.Lock()
 	s.topics[topic] = n
+	delete(s.unusable, topic)
 	s.topicsMu.Unlock()
 	s.log.Info("topic routed", zap.String("topic", topic), zap.Int("partitions", n))
-	return n, nil
 }
 
 // lookupPartitions asks for topic's partition count, retrying transient
 // errors until ctx is done or the sink halts. A missing topic is created if
-// the broker allows it; if it is still missing after topicCreateWait, that
-// is permanent. Every error it returns is permanent, except ctx's error and
-// the sink's own stop.
+// the broker allows it and Config.NoCreateTopics is off; if it is still
+// missing after createWait, that is permanent. (Without creation the wait
+// still matters: the transport answers from a cached layout that may not
+// show a topic created a few seconds ago.) Every error it returns is
+// permanent, except ctx's error and the sink's own stop.
 func (s *Sink) lookupPartitions(ctx context.Context, topic string) (int, error) {
 	if err := validateTopic(topic); err != nil {
 		return 0, fmt.Errorf("%w: %v", kafka.InvalidTopic, err)
 	}
-	var createBy time.Time // zero until creation was asked for
+	var missingSince time.Time // zero until the topic was found missing
 	for attempt := 0; ; attempt++ {
-		n, err := s.meta.TopicPartitions(ctx, topic, !createBy.IsZero())
+		create := !missingSince.IsZero() && !s.cfg.NoCreateTopics
+		n, err := s.meta.TopicPartitions(ctx, topic, create)
 		if err == nil {
 			return n, nil
 		}
@@ -71,13 +120,14 @@ func (s *Sink) lookupPartitions(ctx context.Context, topic string) (int, error) 
 		}
 		missing := errors.Is(err, kafka.UnknownTopicOrPartition) || errors.Is(err, kafka.LeaderNotAvailable)
 		switch {
-		case missing && createBy.IsZero():
-			createBy = s.now().Add(s.createWait)
-			s.log.Info("topic missing, asking the broker to create it", zap.String("topic", topic))
-			continue
-		case missing && s.now().After(createBy):
-			return 0, fmt.Errorf("topic %q does not exist and was not created within %v (is auto.create.topics.enable off?): %w",
-				topic, s.createWait, err)
+		case missing && missingSince.IsZero():
+			missingSince = s.now()
+			s.logMissing(topic)
+			if !s.cfg.NoCreateTopics {
+				continue
+			}
+		case missing && s.now().Sub(missingSince) > s.createWait:
+			return 0, s.missingError(topic, err)
 		case !missing && classify(err) == classPermanent:
 			return 0, fmt.Errorf("metadata for topic %q: %w", topic, err)
 		}
@@ -95,6 +145,23 @@ func (s *Sink) lookupPartitions(ctx context.Context, topic string) (int, error) 
 			return 0, ctx.Err()
 		}
 	}
+}
+
+func (s *Sink) logMissing(topic string) {
+	if s.cfg.NoCreateTopics {
+		s.log.Info("topic missing, waiting for it to appear (topic creation is off)",
+			zap.String("topic", topic), zap.Duration("wait", s.createWait))
+		return
+	}
+	s.log.Info("topic missing, asking the broker to create it", zap.String("topic", topic))
+}
+
+func (s *Sink) missingError(topic string, err error) error {
+	if s.cfg.NoCreateTopics {
+		return fmt.Errorf("topic %q does not exist and topic creation is off (--kafka-create-topics=false): %w", topic, err)
+	}
+	return fmt.Errorf("topic %q does not exist and was not created within %v (is auto.create.topics.enable off?): %w",
+		topic, s.createWait, err)
 }
 
 // kafkaMetadata is the metadataClient of a kafka-go transport. It goes to

@@ -12,6 +12,9 @@ type Metrics struct {
 	inFlightBytes    prometheus.Gauge
 	retries          prometheus.Counter
 	errors           *prometheus.CounterVec // by class
+	parked           *prometheus.CounterVec // by reason class
+	parkFailures     prometheus.Counter
+	blocked          prometheus.Gauge
 }
 
 // NewMetrics registers the collectors with reg; a nil reg keeps them private.
@@ -37,14 +40,34 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "walrelay_sink_errors_total",
 			Help: "Produce and metadata errors, by class (transient, permanent, unknown).",
 		}, []string{"class"}),
+		parked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walrelay_parked_messages_total",
+			Help: "Messages parked in the dead-letter table, by reason (kafka_refused, payload_too_large, topic_missing, topic_refused, blocked, bad_row).",
+		}, []string{"reason"}),
+		parkFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walrelay_park_failures_total",
+			Help: "Attempts to park a message that failed and were retried (the dead-letter table could not be written).",
+		}),
+		blocked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "walrelay_blocked_aggregates",
+			Help: "Aggregates whose later messages are parked behind a parked message.",
+		}),
 	}
 	// The classes exist from the start, so that a rate over them is 0, not
 	// absent, before the first error.
 	for _, c := range []errClass{classTransient, classPermanent, classUnknown} {
 		m.errors.WithLabelValues(c.String())
 	}
+	for _, r := range parkReasons {
+		m.parked.WithLabelValues(r)
+	}
 	if reg != nil {
-		reg.MustRegister(m.published, m.inFlightMessages, m.inFlightBytes, m.retries, m.errors)
+		reg.MustRegister(m.published, m.inFlightMessages, m.inFlightBytes, m.retries, m.errors,
+			m.parked, m.parkFailures, m.blocked)
 	}
 	return m
 }
+
+// ParkedBadRow counts a row that the relay parked because it could not be
+// decoded (walrelay_parked_messages_total{reason="bad_row"}).
+func (m *Metrics) ParkedBadRow() { m.parked.WithLabelValues(parkedBadRow).Inc() }

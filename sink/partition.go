@@ -79,25 +79,121 @@ func batchLen(queue []*record, maxMsgs, maxBytes int) int {
 	return len(queue)
 }
 
-// work is the goroutine of partition p: it sends batch after batch until the
-// queue is drained after Close (nil), a batch fails for good (*Error), or ctx
-// is done.
+// work is the goroutine of partition p: it delivers batch after batch until
+// the queue is drained after Close (nil), a batch fails for good (*Error),
+// or ctx is done.
 func (s *Sink) work(ctx context.Context, p *partition) error {
 	for {
 		batch, err := s.nextBatch(ctx, p)
 		if err != nil || batch == nil {
 			return err
 		}
-		if err := s.send(ctx, p, batch); err != nil {
-			var perm *Error
-			if errors.As(err, &perm) {
-				return s.fail(err)
-			}
+		if err := s.deliver(ctx, p, batch); err != nil {
 			return err
 		}
-		s.ack(p, batch)
 	}
 }
+
+// deliver handles the records of batch in order: each run of records that
+// may go to Kafka is produced as one request, each record that must be
+// parked (blocked, or found bad by Publish) is parked. A run Kafka refuses
+// for good fails the sink without Park, and is isolated with it.
+func (s *Sink) deliver(ctx context.Context, p *partition, batch []*record) error {
+	for len(batch) > 0 {
+		n := s.producible(batch)
+		if n == 0 {
+			if err := s.deliverOne(ctx, p, batch[0]); err != nil {
+				return err
+			}
+			batch = batch[1:]
+			continue
+		}
+		run := batch[:n]
+		batch = batch[n:]
+		err := s.send(ctx, p, run)
+		var refused *refusedError
+		switch {
+		case err == nil:
+			s.ack(p, run)
+		case !errors.As(err, &refused):
+			return err
+		case s.cfg.Park == nil:
+			return s.fail(batchError(p, run, refused.err))
+		default:
+			if err := s.isolate(ctx, p, run, refused.err); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// producible is how many records from the front of batch need no parking.
+func (s *Sink) producible(batch []*record) int {
+	for i, r := range batch {
+		if _, park := s.judge(r); park {
+			return i
+		}
+	}
+	return len(batch)
+}
+
+// isolate finds what Kafka refused in run without breaking its order: a
+// single record is parked; several are sent one at a time, each
+// acknowledged (or parked) before the next. Kafka wrote none of a refused
+// batch, so each record still reaches Kafka once, or is parked.
+func (s *Sink) isolate(ctx context.Context, p *partition, run []*record, err error) error {
+	if len(run) == 1 {
+		_, err := s.divert(ctx, p, run[0], verdict{class: parkedRefused, err: refusal(err)})
+		return err
+	}
+	s.log.Warn("kafka refused a batch for good, sending its records one at a time to find the culprit",
+		zap.String("topic", p.topic), zap.Int("partition", p.id), zap.Int("messages", len(run)),
+		zap.Stringer("first_message_id", run[0].id), zap.Error(err))
+	for _, r := range run {
+		if err := s.deliverOne(ctx, p, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deliverOne parks r when it must be, else produces it alone, and parks it
+// when Kafka refuses it for good.
+func (s *Sink) deliverOne(ctx context.Context, p *partition, r *record) error {
+	for {
+		v, park := s.judge(r)
+		if !park {
+			err := s.send(ctx, p, []*record{r})
+			var refused *refusedError
+			switch {
+			case err == nil:
+				s.ack(p, []*record{r})
+				return nil
+			case !errors.As(err, &refused):
+				return err
+			}
+			v = verdict{class: parkedRefused, err: refusal(refused.err)}
+		}
+		if done, err := s.divert(ctx, p, r, v); done || err != nil {
+			return err
+		}
+		// Park declined a blocked record: its aggregate was unblocked.
+	}
+}
+
+// divert parks r for v and, once parked, acknowledges it. It reports false
+// without error when Park declined a blocked record (the block is lifted).
+func (s *Sink) divert(ctx context.Context, p *partition, r *record, v verdict) (bool, error) {
+	parked, err := s.park(ctx, nil, place{p.topic, p.id}, r.msg, r.token, v)
+	if parked {
+		s.settle([]*record{r})
+	}
+	return parked, err
+}
+
+// refusal is the reason of a record Kafka refused for good.
+func refusal(err error) error { return fmt.Errorf("kafka refused the record: %w", err) }
 
 // nextBatch waits for the next due batch of p; nil, nil means drained.
 func (s *Sink) nextBatch(ctx context.Context, p *partition) ([]*record, error) {
@@ -133,6 +229,7 @@ func (s *Sink) nextBatch(ctx context.Context, p *partition) ([]*record, error) {
 // send produces batch to p with acks=all, retrying transient failures with
 // backoff until Kafka acknowledges it or ctx is done. Each retry sends the
 // same records again, so it may duplicate them but never reorders or skips.
+// A permanent failure is a *refusedError.
 func (s *Sink) send(ctx context.Context, p *partition, batch []*record) error {
 	for attempt := 0; ; attempt++ {
 		if s.cfg.Guard != nil {
@@ -154,7 +251,7 @@ func (s *Sink) send(ctx context.Context, p *partition, batch []*record) error {
 		}
 		s.m.errors.WithLabelValues(class.String()).Inc()
 		if class == classPermanent {
-			return batchError(p, batch, err)
+			return &refusedError{err}
 		}
 		d := backoff(attempt, s.cfg.RetryBackoffMin, s.cfg.RetryBackoffMax, s.rnd)
 		s.log.Warn("produce failed, retrying the batch",
@@ -204,9 +301,16 @@ func kafkaRecords(batch []*record) []kafka.Record {
 	return out
 }
 
-// ack reports every record of an acknowledged batch, in order, and frees its
-// in-flight room.
+// ack reports every record of a batch Kafka acknowledged, in order, and
+// frees its in-flight room.
 func (s *Sink) ack(p *partition, batch []*record) {
+	s.settle(batch)
+	p.published.Add(float64(len(batch)))
+}
+
+// settle reports every record of batch as done (acknowledged by Kafka, or
+// parked), in order, and frees its in-flight room.
+func (s *Sink) settle(batch []*record) {
 	size := 0
 	s.ackMu.Lock()
 	for _, r := range batch {
@@ -215,9 +319,22 @@ func (s *Sink) ack(p *partition, batch []*record) {
 	}
 	s.ackMu.Unlock()
 	failpoint.Inject("after-ack")
-	p.published.Add(float64(len(batch)))
 	s.inflight.release(len(batch), size)
 }
+
+// ackToken reports a message parked before it was queued.
+func (s *Sink) ackToken(token uint64) {
+	s.ackMu.Lock()
+	s.onAck(token)
+	s.ackMu.Unlock()
+	failpoint.Inject("after-ack")
+}
+
+// refusedError is a produce that Kafka refused for good.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
 
 // recordError is a produce response that rejected single records of the
 // batch (Produce v8+): always permanent, the records are invalid.

@@ -56,6 +56,11 @@ type record struct {
 	size int
 	// wire estimates the encoded size, for the batch byte bound.
 	wire int
+	// msg is the message, for Park.
+	msg *schema.Message
+	// bad, when set, is why Publish found the message unpublishable: the
+	// partition parks it when its turn comes.
+	bad *verdict
 }
 
 // newRecord builds the Kafka record of m. It does not validate m.
@@ -68,6 +73,7 @@ func newRecord(m *schema.Message, token uint64, source string, now time.Time) *r
 		headers: buildHeaders(m, source),
 		time:    now,
 		size:    m.Size(),
+		msg:     m,
 	}
 	r.wire = recordOverhead + len(r.key) + len(r.value)
 	for _, h := range r.headers {

@@ -16,10 +16,12 @@ import (
 )
 
 // AckFunc is told the token of each published message once Kafka has
-// acknowledged it with acks=all. It is called exactly once per acknowledged
-// message, in publish order within a partition, never concurrently with
-// itself, from the sink's partition goroutines: it must be quick and must
-// not call Publish or Close. Messages of a failed batch are never acked.
+// acknowledged it with acks=all, or once Config.Park has parked it. It is
+// called exactly once per such message, in publish order within a
+// partition, never concurrently with itself, from the sink's partition
+// goroutines (or, for a message parked before it was queued, from Publish
+// before it returns): it must be quick and must not call Publish or Close.
+// Messages of a failed batch are never acked.
 type AckFunc func(token uint64)
 
 // producer is the produce call of kafka.Client, for one topic-partition.
@@ -37,6 +39,7 @@ type Sink struct {
 	meta     metadataClient
 	m        *Metrics
 	inflight *inflight
+	blocks   *blocks
 	now      func() time.Time
 	rnd      func(int64) int64
 	// createWait is topicCreateWait, shortened by tests.
@@ -47,6 +50,7 @@ type Sink struct {
 
 	topicsMu sync.Mutex
 	topics   map[string]int // partition count by topic, fixed for the sink's life
+	unusable map[string]*topicError
 
 	mu        sync.Mutex
 	parts     map[topicPartition]*partition
@@ -113,11 +117,13 @@ func newSink(cfg Config, log *zap.Logger, onAck AckFunc, prod producer, meta met
 		meta:           meta,
 		m:              m,
 		inflight:       newInflight(cfg.MaxInFlightMessages, cfg.MaxInFlightBytes, m),
+		blocks:         newBlocks(cfg.Blocked, m.blocked),
 		now:            time.Now,
 		rnd:            jitter,
 		createWait:     topicCreateWait,
 		closeTransport: func() {},
 		topics:         make(map[string]int),
+		unusable:       make(map[string]*topicError),
 		parts:          make(map[topicPartition]*partition),
 		runWake:        make(chan struct{}, 1),
 		halt:           make(chan struct{}),
@@ -131,29 +137,45 @@ func newSink(cfg Config, log *zap.Logger, onAck AckFunc, prod producer, meta met
 // the sink failed (the permanent *Error), after Close (ErrClosed), or when
 // ctx is done; the message is then not queued and will not be acked.
 //
-// The sink keeps m's Payload until the message is acked; the caller must not
-// change it.
+// A message that cannot be published (no aggregate id, its topic missing or
+// refused, a payload over MaxPayloadBytes) fails the sink with an *Error,
+// or with Config.Park is parked: at once, in the caller's order, when it
+// has no partition to wait in, else when its partition reaches it.
+//
+// The sink keeps m and its Payload until the message is acked; the caller
+// must not change them.
 func (s *Sink) Publish(ctx context.Context, m *schema.Message, token uint64) error {
 	if err := s.stopped(); err != nil {
 		return err
 	}
-	if m.AggregateID == "" {
-		return s.fail(&Error{Topic: topicFor(s.cfg.TopicTemplate, m), Partition: -1, MessageID: m.ID, Token: token,
-			Err: errors.New("message has no aggregate id (the Kafka key)")})
-	}
 	topic := topicFor(s.cfg.TopicTemplate, m)
-	n, err := s.partitionCount(ctx, topic, m, token)
+	if m.AggregateID == "" {
+		return s.parkNow(ctx, topic, m, token, verdict{class: parkedBadRow, err: errNoAggregateID})
+	}
+	n, err := s.partitionCount(ctx, topic)
 	if err != nil {
+		var terr *topicError
+		if errors.As(err, &terr) {
+			return s.parkNow(ctx, topic, m, token, verdict{class: terr.class, err: terr.err})
+		}
 		return err
 	}
+	tp := topicPartition{topic, partitionFor(m.AggregateID, n)}
 	r := newRecord(m, token, s.cfg.Source, s.now())
+	if len(m.Payload) > s.cfg.MaxPayloadBytes {
+		r.bad = &verdict{class: parkedTooLarge, err: fmt.Errorf("payload of %d bytes is over the limit of %d bytes (--max-payload-bytes)",
+			len(m.Payload), s.cfg.MaxPayloadBytes)}
+		if s.cfg.Park == nil {
+			return s.fail(&Error{Topic: topic, Partition: tp.id, MessageID: m.ID, Token: token, Err: r.bad.err})
+		}
+	}
 	if err := s.inflight.acquire(ctx, s.halt, r.size); err != nil {
 		if errors.Is(err, errStopped) {
 			return s.stopped()
 		}
 		return err
 	}
-	return s.enqueue(topicPartition{topic, partitionFor(m.AggregateID, n)}, r)
+	return s.enqueue(tp, r)
 }
 
 // errStopped is what a wait returns when the sink halts under it.

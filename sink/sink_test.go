@@ -557,6 +557,7 @@ func TestNewValidates(t *testing.T) {
 		{"bad fixed topic", Config{Brokers: []string{"h:1"}, TopicTemplate: "a b"}},
 		{"negative linger", Config{Brokers: []string{"h:1"}, Linger: -1}},
 		{"backoff max below min", Config{Brokers: []string{"h:1"}, RetryBackoffMin: time.Second, RetryBackoffMax: time.Millisecond}},
+		{"negative payload limit", Config{Brokers: []string{"h:1"}, MaxPayloadBytes: -1}},
 	}
 	for _, tt := range tests {
 		if _, err := New(tt.cfg, zaptest.NewLogger(t), ack); err == nil {
@@ -570,7 +571,8 @@ func TestNewValidates(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New(minimal) = %v", err)
 	}
-	if s.cfg.Linger != 5*time.Millisecond || s.cfg.BatchMaxBytes != 512<<10 || s.cfg.TopicTemplate != "outbox.{aggregate_type}" || s.cfg.Source != "walrelay" {
+	if s.cfg.Linger != 5*time.Millisecond || s.cfg.BatchMaxBytes != 512<<10 || s.cfg.TopicTemplate != "outbox.{aggregate_type}" || s.cfg.Source != "walrelay" ||
+		s.cfg.MaxPayloadBytes != 921600 || s.cfg.NoCreateTopics {
 		t.Errorf("defaults not applied: %+v", s.cfg)
 	}
 	s.closeTransport()
