@@ -34,14 +34,14 @@ func (r *Relay) register(reg prometheus.Registerer) {
 		}),
 		sessionErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "walrelay_session_errors_total",
-			Help: "Replication sessions that ended in an error, by class: transient (a new session follows) or permanent (the relay stops).",
+			Help: "Replication sessions that ended in an error, by class: transient (a new session follows), halted (a message walrelay cannot publish under --on-bad-message halt; a new session follows after a long backoff) or permanent (the relay stops).",
 		}, []string{"class"}),
 		heartbeats: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "walrelay_heartbeats_received_total",
 			Help: "walrelay heartbeats seen in the replication stream (never published; each confirms its position once nothing is in flight).",
 		}),
 	}
-	for _, class := range []string{"transient", "permanent"} {
+	for _, class := range []string{"transient", "permanent", "halted"} {
 		r.m.sessionErrors.WithLabelValues(class)
 	}
 	if reg == nil {

@@ -31,6 +31,18 @@ type Config struct {
 	// with full jitter, between sessions after a transient failure (a lost
 	// connection to PostgreSQL, say). Default to 1s and 30s.
 	RestartBackoffMin, RestartBackoffMax time.Duration
+	// Park, when set (policy park), stores an outbox row the decoder could
+	// not turn into a message in the dead-letter table; the relay then
+	// counts the row as done, and blocks the later messages of its
+	// aggregate in the publisher. An error is retried with backoff. Nil
+	// (policy halt) stops the session before the row instead.
+	Park func(ctx context.Context, dl schema.DeadLetter) (parked bool, err error)
+	// HaltBackoffMax bounds the backoff between sessions that stopped on a
+	// message walrelay cannot publish (policy halt: a bad row, a message
+	// Kafka refuses, a row over --max-wal-message-bytes). Each new session
+	// meets the same row again, until an operator fixes the cause.
+	// Defaults to 5m.
+	HaltBackoffMax time.Duration
 	// Registerer gets the relay's metrics (commit-to-ack latency, oldest
 	// unpublished message age, replays, session errors, streaming). Nil
 	// keeps them private.
@@ -50,6 +62,9 @@ func (c *Config) setDefaults() {
 	if c.RestartBackoffMax < c.RestartBackoffMin {
 		c.RestartBackoffMax = max(30*time.Second, c.RestartBackoffMin)
 	}
+	if c.HaltBackoffMax < c.RestartBackoffMin {
+		c.HaltBackoffMax = max(5*time.Minute, c.RestartBackoffMin)
+	}
 }
 
 // stream is the replication side, as the relay uses it (slot.Stream).
@@ -61,6 +76,9 @@ type stream interface {
 type Publisher interface {
 	Run(ctx context.Context) error
 	Publish(ctx context.Context, m *schema.Message, token uint64) error
+	// Block parks the later messages of b's aggregate behind b, a row the
+	// relay parked itself.
+	Block(b schema.Blocker)
 	Close()
 }
 
@@ -72,9 +90,10 @@ type Parts struct {
 	Publisher Publisher
 }
 
-// Factory builds the parts of a session; ack is the publisher's
-// acknowledgement callback.
-type Factory func(ack func(token uint64)) (Parts, error)
+// Factory builds the parts of a session (loading what it needs, such as the
+// blocked aggregates, under ctx); ack is the publisher's acknowledgement
+// callback.
+type Factory func(ctx context.Context, ack func(token uint64)) (Parts, error)
 
 // Relay runs sessions from a slot to Kafka: one at a time, a new one after a
 // transient failure.
@@ -86,6 +105,7 @@ type Relay struct {
 	m        metrics
 	cur      atomic.Pointer[session] // the running session, nil between sessions
 	prev     replay                  // what the last session left acknowledged; Run's goroutine only
+	halted   atomic.Pointer[string]  // why the last session halted; nil while none did
 }
 
 // New builds a relay; it starts nothing.
@@ -100,6 +120,16 @@ func New(cfg Config, log *zap.Logger, factory Factory) *Relay {
 func (r *Relay) Streaming() bool {
 	s := r.cur.Load()
 	return s != nil && s.started()
+}
+
+// Halted says why the last session halted (policy halt) on a message
+// walrelay cannot publish; "" when none did. While no session streams, the
+// relay waits to meet that message again.
+func (r *Relay) Halted() string {
+	if why := r.halted.Load(); why != nil {
+		return *why
+	}
+	return ""
 }
 
 // Idle reports that nothing is in flight: no session, or one whose every
@@ -117,7 +147,7 @@ func (r *Relay) Idle() bool {
 // by ctx, Run drains (see session.run) and returns nil. Run may be called
 // again after it returned (a new leadership term).
 func (r *Relay) Run(ctx context.Context) error {
-	backoff := r.cfg.RestartBackoffMin
+	backoff, haltBackoff := r.cfg.RestartBackoffMin, r.cfg.RestartBackoffMin
 	for {
 		s := newSession(r.log, r.cfg, &r.m, r.prev)
 		began := time.Now()
@@ -131,22 +161,33 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
+		if time.Since(began) > time.Minute {
+			backoff, haltBackoff = r.cfg.RestartBackoffMin, r.cfg.RestartBackoffMin
+		}
+		if halts(err) {
+			r.m.sessionErrors.WithLabelValues("halted").Inc()
+			why := err.Error()
+			r.halted.Store(&why)
+			wait := haltBackoff/2 + rand.N(haltBackoff/2+1)
+			r.log.Error("halted on a message walrelay cannot publish (--on-bad-message halt); nothing past it is confirmed; a new session meets it again after a backoff",
+				zap.Error(err), zap.Duration("retry_in", wait))
+			if !sleep(ctx, wait) {
+				return nil
+			}
+			haltBackoff = min(2*haltBackoff, r.cfg.HaltBackoffMax)
+			continue
+		}
 		if !r.streamed.Load() || permanent(err) {
 			r.m.sessionErrors.WithLabelValues("permanent").Inc()
 			return err
 		}
 		r.m.sessionErrors.WithLabelValues("transient").Inc()
-		if time.Since(began) > time.Minute {
-			backoff = r.cfg.RestartBackoffMin
-		}
 		failpoint.Inject("reconnect")
 		wait := backoff/2 + rand.N(backoff/2+1)
 		r.log.Warn("replication session failed; starting a new one from the slot's confirmed position",
 			zap.Error(err), zap.Duration("retry_in", wait))
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, wait) {
 			return nil
-		case <-time.After(wait):
 		}
 		backoff = min(2*backoff, r.cfg.RestartBackoffMax)
 	}
@@ -158,15 +199,36 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
-// permanent reports failures that a restart cannot mend: bad rows, Kafka
-// refusing a message, configuration the preflight rejects, and broken
-// invariants. Everything else (lost connections, mostly) is transient.
+// permanent reports failures that a restart cannot mend: configuration the
+// preflight rejects and broken invariants. Everything else (lost
+// connections, mostly) is transient.
 func permanent(err error) bool {
 	var pe *permanentError
-	var bad *decoder.BadRowError
 	var ce *slot.ConfigError
+	return errors.As(err, &pe) || errors.As(err, &ce)
+}
+
+// halts reports a session that stopped before a message walrelay cannot
+// publish (policy halt): a bad row, a message Kafka refused, a row over
+// the size limit. A new session meets the same message again, so they are
+// retried with a long backoff, until an operator fixes the cause.
+func halts(err error) bool {
+	var bad *decoder.BadRowError
 	var refused *sink.Error
-	return errors.As(err, &pe) || errors.As(err, &bad) || errors.As(err, &ce) || errors.As(err, &refused)
+	var big *slot.TooLargeError
+	return errors.As(err, &bad) || errors.As(err, &refused) || errors.As(err, &big)
+}
+
+// sleep waits d or until ctx is done; false when ctx is done.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // errorf wraps a permanent failure.

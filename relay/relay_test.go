@@ -50,6 +50,7 @@ func (f *fakeStream) Run(ctx context.Context, out chan<- slot.Event, pos slot.Po
 type fakeSink struct {
 	published chan published
 	closed    chan struct{}
+	blocked   chan schema.Blocker // nil: Block is not expected
 }
 
 type published struct {
@@ -72,6 +73,12 @@ func (s *fakeSink) Publish(ctx context.Context, m *schema.Message, token uint64)
 }
 
 func (s *fakeSink) Close() { close(s.closed) }
+
+func (s *fakeSink) Block(b schema.Blocker) {
+	if s.blocked != nil {
+		s.blocked <- b
+	}
+}
 
 // pgoutput v1 messages, just enough for the pipeline.
 func beginMsg(final pglogrepl.LSN, xid uint32) []byte {
@@ -133,6 +140,10 @@ type harness struct {
 }
 
 func newHarness(t *testing.T) *harness {
+	return newHarnessWith(t, Config{ShutdownTimeout: 5 * time.Second})
+}
+
+func newHarnessWith(t *testing.T, cfg Config) *harness {
 	dec, err := decoder.New(decoder.Config{Table: schema.Table{Schema: "public", Name: "outbox_messages"}, Columns: schema.DefaultColumns()})
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +156,8 @@ func newHarness(t *testing.T) *harness {
 		reg:    prometheus.NewRegistry(),
 	}
 	acks := make(chan func(uint64), 1)
-	h.r = New(Config{ShutdownTimeout: 5 * time.Second, Registerer: h.reg}, zaptest.NewLogger(t), func(ack func(uint64)) (Parts, error) {
+	cfg.Registerer = h.reg
+	h.r = New(cfg, zaptest.NewLogger(t), func(_ context.Context, ack func(uint64)) (Parts, error) {
 		acks <- ack
 		return Parts{Stream: h.stream, Decoder: dec, Publisher: h.sink}, nil
 	})
@@ -383,18 +395,67 @@ func TestRelayHaltsOnABadRowWithoutConfirmingIt(t *testing.T) {
 	h.feed(slot.KindData, 110, relationMsg())
 	h.feed(slot.KindData, 120, beginMsg(190, 7))
 	h.feed(slot.KindData, 130, insertMsg("6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11", ""))
-	var err error
-	select {
-	case err = <-h.done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the relay did not stop on a row without an aggregate id")
-	}
-	var bad *decoder.BadRowError
-	if !errors.As(err, &bad) || !strings.Contains(err.Error(), "6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11") {
-		t.Fatalf("Run = %v; want a BadRowError naming the message", err)
-	}
 	if got := <-h.stream.finalPos; got != 100 {
 		t.Errorf("final status position = %s; want the start position 0/64", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(h.r.Halted(), "6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11") {
+		if time.Now().After(deadline) {
+			t.Fatalf("Halted() = %q; want the bad row's message id", h.r.Halted())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The relay waits to meet the row again, it does not exit.
+	select {
+	case err := <-h.done:
+		t.Fatalf("Run returned %v after a halt; want it to wait and retry", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if got := testutil.ToFloat64(h.r.m.sessionErrors.WithLabelValues("halted")); got != 1 {
+		t.Errorf("halted session errors = %v; want 1", got)
+	}
+	h.cancel()
+	if err := <-h.done; err != nil {
+		t.Fatalf("Run after a stop = %v; want nil", err)
+	}
+}
+
+// Under policy park, a row the decoder cannot decode is stored through
+// Park, blocks its aggregate in the publisher, and counts as done: the
+// transaction is confirmed without it being published.
+func TestRelayParksABadRow(t *testing.T) {
+	parked := make(chan schema.DeadLetter, 1)
+	h := newHarnessWith(t, Config{ShutdownTimeout: 5 * time.Second, Park: func(_ context.Context, dl schema.DeadLetter) (bool, error) {
+		parked <- dl
+		return true, nil
+	}})
+	h.sink.blocked = make(chan schema.Blocker, 1)
+	h.feed(slot.KindStart, 100, nil)
+	h.feed(slot.KindData, 110, relationMsg())
+	h.feed(slot.KindData, 120, beginMsg(190, 7))
+	h.feed(slot.KindData, 130, insertMsg("6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11", ""))
+	h.feed(slot.KindData, 140, insertMsg("0b7f8f0c-1f7a-4a45-8c63-5e0b9a0d8e22", "o-2"))
+	h.feed(slot.KindData, 190, commitMsg(190, 200))
+	dl := <-parked
+	if dl.MessageID == nil || dl.MessageID.String() != "6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11" || dl.Position != (schema.Position{CommitLSN: 190, Seq: 0}) ||
+		dl.Row["aggregate_id"] == nil || *dl.Row["aggregate_id"] != "" || !strings.Contains(dl.Reason, "aggregate_id") {
+		t.Fatalf("parked %+v; want the row at 0/BE#0 with its id, columns and reason", dl)
+	}
+	select {
+	case b := <-h.sink.blocked:
+		t.Fatalf("blocked %+v for a row without an aggregate id; want nothing blocked", b)
+	default:
+	}
+	p := h.published()
+	if p.m.AggregateID != "o-2" || p.m.Seq != 1 {
+		t.Fatalf("published %q at seq %d; want o-2 at seq 1", p.m.AggregateID, p.m.Seq)
+	}
+	h.stays(100)
+	h.ack(p.token)
+	h.waitSafe(200)
+	h.cancel()
+	if err := <-h.done; err != nil {
+		t.Fatalf("Run after a stop = %v; want nil", err)
 	}
 }
 
@@ -429,7 +490,7 @@ func runWith(t *testing.T, streams ...streamFunc) (calls *atomic.Int32, cancel c
 	}
 	calls = &atomic.Int32{}
 	r := New(Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond}, zaptest.NewLogger(t),
-		func(ack func(uint64)) (Parts, error) {
+		func(_ context.Context, ack func(uint64)) (Parts, error) {
 			n := int(calls.Add(1)) - 1
 			st := streams[min(n, len(streams)-1)]
 			return Parts{Stream: st, Decoder: dec, Publisher: &fakeSink{published: make(chan published, 1), closed: make(chan struct{})}}, nil
@@ -519,7 +580,7 @@ func TestRelayCountsKnownReplays(t *testing.T) {
 	var calls atomic.Int32
 	reg := prometheus.NewRegistry()
 	r := New(Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond, Registerer: reg}, zaptest.NewLogger(t),
-		func(ack func(uint64)) (Parts, error) {
+		func(_ context.Context, ack func(uint64)) (Parts, error) {
 			st := first
 			if calls.Add(1) > 1 {
 				st = second

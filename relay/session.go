@@ -14,6 +14,7 @@ import (
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/failpoint"
+	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
 )
 
@@ -118,7 +119,7 @@ func (s *session) fail(err error) {
 // stops receiving, lets in-flight batches finish (up to ShutdownTimeout),
 // confirms what is done and returns nil.
 func (s *session) run(ctx context.Context, factory Factory) error {
-	parts, err := factory(s.ack)
+	parts, err := factory(ctx, s.ack)
 	if err != nil {
 		return errorf("build session: %w", err)
 	}
@@ -179,6 +180,53 @@ func (s *session) logEnd(err error) {
 	s.log.Info("relay stopped", fields...)
 }
 
+// parkBadRow stores a row the decoder could not decode in the dead-letter
+// table, blocks the later messages of its aggregate, and counts the row as
+// a message of its transaction that is done: the slot may pass it only
+// now that it is stored.
+func (s *session) parkBadRow(ctx context.Context, bad *decoder.BadRowError, pub Publisher) error {
+	dl := schema.DeadLetter{
+		Position:   bad.Position(),
+		Row:        bad.Row,
+		Aggregate:  schema.Aggregate{Type: bad.AggregateType, ID: bad.AggregateID},
+		CommitTime: bad.CommitTime,
+		Reason:     bad.Error(),
+	}
+	if bad.HasID {
+		id := bad.MessageID
+		dl.MessageID = &id
+	}
+	for attempt := 0; ; attempt++ {
+		_, err := s.cfg.Park(ctx, dl)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		d := min(s.cfg.RestartBackoffMin<<min(attempt, 10), s.cfg.RestartBackoffMax)
+		s.log.Warn("cannot park a bad outbox row yet; retrying", zap.Stringer("position", dl.Position), zap.Error(err), zap.Duration("retry_in", d))
+		if !sleep(ctx, d) {
+			return ctx.Err()
+		}
+	}
+	s.log.Warn("parked a bad outbox row in the dead-letter table", zap.Stringer("position", dl.Position),
+		zap.String("aggregate_type", dl.Aggregate.Type), zap.String("aggregate_id", dl.Aggregate.ID), zap.String("reason", dl.Reason))
+	if dl.Aggregate.Known() {
+		pub.Block(schema.Blocker{Aggregate: dl.Aggregate, Position: dl.Position, MessageID: dl.MessageID})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.tr.Add(s.cur); err != nil {
+		return errorf("park at %s: %w", dl.Position, err)
+	}
+	if err := s.tr.Ack(s.cur); err != nil {
+		return errorf("park at %s: %w", dl.Position, err)
+	}
+	s.commits.follow(s.tr)
+	return nil
+}
+
 // keepalive offers a position past everything received (a server keepalive
 // or a heartbeat) to the confirm rule.
 func (s *session) keepalive(pos pglogrepl.LSN) {
@@ -218,10 +266,13 @@ func (s *session) decode(ctx context.Context, ev slot.Event, dec *decoder.Decode
 	e, err := dec.Decode(ev.Data)
 	if err != nil {
 		var bad *decoder.BadRowError
-		if errors.As(err, &bad) {
+		if !errors.As(err, &bad) {
+			return errorf("decode wal at %s: %w", ev.Pos, err)
+		}
+		if s.cfg.Park == nil {
 			return fmt.Errorf("wal at %s: %w", ev.Pos, err)
 		}
-		return errorf("decode wal at %s: %w", ev.Pos, err)
+		return s.parkBadRow(ctx, bad, pub)
 	}
 	switch e.Kind {
 	case decoder.KindBegin:

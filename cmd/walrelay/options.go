@@ -41,6 +41,7 @@ type options struct {
 	DeadLetterTable     string
 	MaxPayloadBytes     int
 	MaxWALMessageBytes  int
+	KafkaCreateTopics   bool
 	Columns             schema.Columns
 }
 
@@ -128,6 +129,7 @@ func parseOptions(verb string, args []string, stderr io.Writer) (options, error)
 	f.str(&o.OnBadMessage, "on-bad-message", "park", "what to do with a row Kafka refuses or that cannot be decoded: park (into the dead-letter table, later rows of its aggregate behind it) or halt (stop before it)")
 	f.str(&o.DeadLetterTable, "dead-letter-table", "", "dead-letter table, schema-qualified (default: the outbox table's name with _dead_letters)")
 	f.int(&o.MaxPayloadBytes, "max-payload-bytes", 900<<10, "largest payload walrelay sends to Kafka; a larger one is a bad message (keep it below the topics' max.message.bytes)")
+	f.boolean(&o.KafkaCreateTopics, "kafka-create-topics", true, "ask the broker to create a missing topic (when its auto.create.topics.enable allows); false: a missing topic is a bad message")
 	f.int(&o.MaxWALMessageBytes, "max-wal-message-bytes", 64<<20, "largest replication message (one row) walrelay reads; bounds the memory one huge row can take")
 	cols := schema.DefaultColumns()
 	f.str(&o.Columns.MessageID, "column-message-id", cols.MessageID, "column holding the message id (uuid)")

@@ -99,13 +99,15 @@ func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard fu
 		MaxInFlightBytes:    o.MaxInFlightBytes,
 		Metrics:             sink.NewMetrics(reg),
 		Guard:               guard,
+		MaxPayloadBytes:     o.MaxPayloadBytes,
+		NoCreateTopics:      !o.KafkaCreateTopics,
 	}
 	// The relay streams only as the leader, so whoever else holds the slot
 	// is a stale leader: take the slot over rather than wait out its
 	// wal_sender_timeout.
 	sc.TakeOver = true
 	slotMetrics := slot.NewMetrics(reg)
-	factory := func(ack func(uint64)) (relay.Parts, error) {
+	factory := func(_ context.Context, ack func(uint64)) (relay.Parts, error) {
 		stream, err := slot.New(sc, log, slotMetrics)
 		if err != nil {
 			return relay.Parts{}, err
@@ -184,6 +186,8 @@ func (r readiness) check() string {
 		return "cannot read the slot from PostgreSQL"
 	case r.leader() != nil:
 		return ""
+	case !r.relay.Streaming() && r.relay.Halted() != "":
+		return "halted on a message walrelay cannot publish (--on-bad-message halt): " + r.relay.Halted()
 	case !r.relay.Streaming():
 		return "leader without a streaming replication session"
 	case r.monitor.Stalled():

@@ -102,5 +102,6 @@ func (o options) slotConfig() (slot.Config, error) {
 		Table:           sc.Table,
 		StatusInterval:  o.StatusInterval,
 		ConfirmInterval: o.ConfirmInterval,
+		MaxMessageBytes: o.MaxWALMessageBytes,
 	}, nil
 }
