@@ -42,6 +42,8 @@ type options struct {
 	MaxPayloadBytes     int
 	MaxWALMessageBytes  int
 	KafkaCreateTopics   bool
+	KafkaRetryMin       time.Duration
+	KafkaRetryMax       time.Duration
 	Columns             schema.Columns
 }
 
@@ -129,6 +131,8 @@ func parseOptions(verb string, args []string, stderr io.Writer) (options, error)
 	f.str(&o.OnBadMessage, "on-bad-message", "park", "what to do with a row Kafka refuses or that cannot be decoded: park (into the dead-letter table, later rows of its aggregate behind it) or halt (stop before it)")
 	f.str(&o.DeadLetterTable, "dead-letter-table", "", "dead-letter table, schema-qualified (default: the outbox table's name with _dead_letters)")
 	f.int(&o.MaxPayloadBytes, "max-payload-bytes", 900<<10, "largest payload walrelay sends to Kafka; a larger one is a bad message (keep it below the topics' max.message.bytes)")
+	f.dur(&o.KafkaRetryMin, "kafka-retry-backoff-min", 100*time.Millisecond, "first delay before a produce is retried after a transient error; it doubles per attempt, with full jitter")
+	f.dur(&o.KafkaRetryMax, "kafka-retry-backoff-max", 10*time.Second, "longest delay between produce retries (transient errors are retried for as long as it takes)")
 	f.boolean(&o.KafkaCreateTopics, "kafka-create-topics", true, "ask the broker to create a missing topic (when its auto.create.topics.enable allows); false: a missing topic is a bad message")
 	f.int(&o.MaxWALMessageBytes, "max-wal-message-bytes", 64<<20, "largest replication message (one row) walrelay reads; bounds the memory one huge row can take")
 	cols := schema.DefaultColumns()

@@ -101,6 +101,8 @@ func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard fu
 		Guard:               guard,
 		MaxPayloadBytes:     o.MaxPayloadBytes,
 		NoCreateTopics:      !o.KafkaCreateTopics,
+		RetryBackoffMin:     o.KafkaRetryMin,
+		RetryBackoffMax:     o.KafkaRetryMax,
 	}
 	// The relay streams only as the leader, so whoever else holds the slot
 	// is a stale leader: take the slot over rather than wait out its

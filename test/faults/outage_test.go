@@ -139,6 +139,8 @@ func outageKafka(t *testing.T, fault string, stop, start func(t *testing.T)) {
 	if n := strings.Count(r.Stderr.String(), `"replication started"`); n != 1 {
 		t.Errorf("the relay started replication %d times; want 1 (a Kafka outage must not end the session)", n)
 	}
+	outageRetriesGrew(t, fault, r.Stderr.String())
+	outageNoDeadLetters(t, f)
 
 	rows := f.OutboxRows()
 	rep := f.Verify(rows)
@@ -156,6 +158,50 @@ func outageKafka(t *testing.T, fault string, stop, start func(t *testing.T)) {
 	// ends): each retry re-sends one partition batch, which holds at most
 	// the in-flight bound.
 	harness.AssertClean(t, rep, int(max(retries, 0))*outageMaxInFlight)
+}
+
+// outageRetriesGrew checks the sink's retry log: a transient outage is
+// retried with backoff whose ceiling doubles (full jitter: each delay is
+// drawn below it), so later attempts wait longer than the first ones.
+func outageRetriesGrew(t *testing.T, fault, stderr string) {
+	t.Helper()
+	var early, late time.Duration // the longest delay of attempts 1-2, and of attempts 4 and later
+	maxAttempt := 0
+	for _, line := range strings.Split(stderr, "\n") {
+		if !strings.Contains(line, `"produce failed, retrying the batch"`) {
+			continue
+		}
+		var l struct {
+			Attempt int     `json:"attempt"`
+			Backoff float64 `json:"backoff"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("retry log line %q: %v", line, err)
+		}
+		d := time.Duration(l.Backoff * float64(time.Second))
+		maxAttempt = max(maxAttempt, l.Attempt)
+		switch {
+		case l.Attempt <= 2:
+			early = max(early, d)
+		case l.Attempt >= 4:
+			late = max(late, d)
+		}
+	}
+	t.Logf("%s: produce retries reached attempt %d; longest delay %s in attempts 1-2, %s from attempt 4 on", fault, maxAttempt, early, late)
+	if maxAttempt < 4 || late <= early {
+		t.Errorf("%s: retries reached attempt %d with delays %s (attempts 1-2) and %s (attempt 4 on); want growing delays over at least 4 attempts", fault, maxAttempt, early, late)
+	}
+}
+
+// outageNoDeadLetters checks that a transient outage parked nothing.
+func outageNoDeadLetters(t *testing.T, f *harness.Fixture) {
+	t.Helper()
+	var n int
+	err := f.DB.QueryRow(context.Background(), "SELECT count(*) FROM "+f.Table+"_dead_letters").Scan(&n)
+	harness.Must(t, err, "count dead letters")
+	if n != 0 {
+		t.Errorf("%d dead letters after a Kafka outage; want 0 (an outage is transient)", n)
+	}
 }
 
 // outageWindow is what was in flight when a fault hit.
