@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/schema"
@@ -357,4 +358,29 @@ func ensureSlot(ctx context.Context, conn *pgx.Conn, cfg *Config, log *zap.Logge
 func isDuplicate(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "42710"
+}
+
+// OpenPool returns a pool of normal connections to cfg's database, at most
+// maxConns of them, made as the preflight's are (connect timeout,
+// application name, errors that never quote the URL). It connects lazily.
+func OpenPool(cfg Config, maxConns int) (*pgxpool.Pool, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	pc, err := cfg.pgConfig(false)
+	if err != nil {
+		return nil, err
+	}
+	pcfg, err := pgxpool.ParseConfig("")
+	if err != nil {
+		return nil, fmt.Errorf("build postgres pool config: %w", err)
+	}
+	pcfg.ConnConfig.Config = *pc
+	pcfg.MaxConns = int32(maxConns)
+	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres pool to %s:%d: %w", pc.Host, pc.Port, err)
+	}
+	return pool, nil
 }
