@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walrelay/walrelay/dlq"
@@ -184,3 +185,9 @@ func allAcked(msgs []*schema.Message) []bool {
 	}
 	return acked
 }
+
+// Both a pool (the relay) and a connection (a CLI verb) serve as DB.
+var (
+	_ dlq.DB = (*pgxpool.Pool)(nil)
+	_ dlq.DB = (*pgx.Conn)(nil)
+)
