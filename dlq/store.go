@@ -54,17 +54,20 @@ func EnsureTable(ctx context.Context, db DB, c schema.Config) error {
 	return nil
 }
 
-// Park stores dl, in a transaction of its own, and reports whether it is
-// parked now.
+// Park stores dl, in a transaction of its own. True means the message is in
+// the table and the caller must not publish it; false (only for a blocked
+// message) means the caller publishes it after all.
 //
-// A message that is not blocked (dl.BlockedBy nil) is always parked; parking
-// the same position again (a replay) leaves the first row as it was.
+// A message that is not blocked (dl.BlockedBy nil) is always stored.
+// Parking a position that is already in the table (a replay) leaves the row
+// as it was, parked or discarded, and returns true: an operator's discard
+// is not undone, and a discarded message is not published.
 //
-// A message blocked behind an earlier one is parked only while a parked row
+// A message blocked behind an earlier one is stored only while a parked row
 // of its aggregate comes before dl.Position. The check waits for a
 // concurrent Retry or Discard of those rows (see the package doc). When
-// none is left, Park stores nothing and returns false: the caller publishes
-// the message after all.
+// none is left, Park stores nothing and returns false, unless the position
+// is already in the table (a replay: true, as above).
 func (s *Store) Park(ctx context.Context, dl schema.DeadLetter) (parked bool, err error) {
 	args, err := insertArgs(dl)
 	if err != nil {
@@ -77,8 +80,11 @@ func (s *Store) Park(ctx context.Context, dl schema.DeadLetter) (parked bool, er
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it does nothing
 	if dl.BlockedBy != nil {
 		ahead, err := s.parkedAhead(ctx, tx, aggregateOf(dl), dl.Position)
-		if err != nil || !ahead {
+		if err != nil {
 			return false, err
+		}
+		if !ahead {
+			return s.stored(ctx, tx, dl.Position)
 		}
 	}
 	if _, err := tx.Exec(ctx, s.insertSQL(), args...); err != nil {
@@ -111,6 +117,17 @@ func (s *Store) parkedAhead(ctx context.Context, tx pgx.Tx, agg schema.Aggregate
 		return false, fmt.Errorf("park %s: look for parked messages ahead: %w", p, err)
 	}
 	return ahead, nil
+}
+
+// stored reports whether a row at p is in the table, in any status.
+func (s *Store) stored(ctx context.Context, tx pgx.Tx, p schema.Position) (bool, error) {
+	var ok bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+s.table+` WHERE commit_lsn = $1::pg_lsn AND seq = $2)`,
+		p.CommitLSN.String(), int64(p.Seq)).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("park %s: look for the row: %w", p, err)
+	}
+	return ok, nil
 }
 
 // insertColumns are the columns Park writes, in the order of insertArgs.

@@ -253,3 +253,23 @@ func TestDiscard(t *testing.T) {
 		t.Errorf("parked %d, discarded %d; want 0 and 5 (discarded rows are kept)", parked, discarded)
 	}
 }
+
+// A replay parks rows that are in the table already: a discarded row stays
+// discarded and is reported as handled (true), blocked or not.
+func TestParkAgainAfterDiscardLeavesTheRowDiscarded(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.park(parked(1, orderA), behind(2, orderA, 1))
+	if _, err := f.store.Discard(ctx, dlq.Selection{Aggregate: &orderA}, "given up"); err != nil {
+		t.Fatal(err)
+	}
+	for _, dl := range []schema.DeadLetter{parked(1, orderA), behind(2, orderA, 1)} {
+		ok, err := f.store.Park(ctx, dl)
+		if err != nil || !ok {
+			t.Errorf("Park(%s) again after its discard = %v, %v; want true (handled, not to be published)", dl.Position, ok, err)
+		}
+	}
+	if parked, discarded := f.count("parked"), f.count("discarded"); parked != 0 || discarded != 2 {
+		t.Errorf("parked %d, discarded %d; want 0 and 2", parked, discarded)
+	}
+}
