@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -183,6 +182,3 @@ func dlqDiscard(ctx context.Context, o options, st *dlq.Store, stdout, _ io.Writ
 	fmt.Fprintf(stdout, "discarded %d parked %s (%s), reason: %s\n", n, plural(n, "message", "messages"), sel, o.DLQ.Reason)
 	return nil
 }
-
-// errLeft is returned when a retry left messages parked: exit 1.
-var errLeft = errors.New("messages left parked")

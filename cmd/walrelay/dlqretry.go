@@ -39,7 +39,8 @@ func dlqRetry(ctx context.Context, o options, st *dlq.Store, stdout, stderr io.W
 	}
 	writeRetryResult(stdout, res)
 	if len(res.Left) > 0 {
-		return fmt.Errorf("%d %s left parked: %w", len(res.Left), plural(len(res.Left), "message", "messages"), errLeft)
+		// exit 1: the lines above say which and why
+		return fmt.Errorf("%d %s left parked", len(res.Left), plural(len(res.Left), "message", "messages"))
 	}
 	return nil
 }

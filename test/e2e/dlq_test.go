@@ -113,13 +113,15 @@ func TestDLQVerbs(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("dlq retry --aggregate order/A: exit %d; want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
+	t.Logf("dlq retry --aggregate order/A:\n%s", stdout)
 	checkRetryOutput(t, stdout, a)
 	checkTopic(t, f, "A", a)
 	if got := listJSON(t, f, "--aggregate", "order/A"); len(got) != 0 {
 		t.Errorf("after the retry: order/A has %d parked rows; want 0", len(got))
 	}
 
-	stdout, _, code = runDLQ(t, f, "retry", "--all")
+	stdout, stderr, code = runDLQ(t, f, "retry", "--all")
+	t.Logf("dlq retry --all:\n%s%s", stdout, stderr)
 	if code != 1 || !strings.Contains(stdout, "fix the data with a new outbox row, then discard this one") ||
 		!strings.Contains(stdout, "2 published and removed, 1 left parked") {
 		t.Errorf("dlq retry --all: exit %d, stdout:\n%s\nwant exit 1, order/C published and the undecodable row left", code, stdout)
