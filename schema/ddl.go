@@ -7,10 +7,17 @@ import (
 	"text/template"
 )
 
-//go:embed outbox.sql.tmpl
-var ddlText string
+var (
+	//go:embed outbox.sql.tmpl
+	outboxText string
+	//go:embed deadletters.sql.tmpl
+	deadLettersText string
+)
 
-var ddlTemplate = template.Must(template.New("outbox.sql").Parse(ddlText))
+var (
+	outboxTemplate      = template.Must(template.New("outbox.sql").Parse(outboxText))
+	deadLettersTemplate = template.Must(template.New("deadletters.sql").Parse(deadLettersText))
+)
 
 // Config names the objects of the outbox contract in one database.
 type Config struct {
@@ -72,16 +79,43 @@ func (c Config) Validate() error {
 }
 
 // DDL is the SQL that creates the outbox table, its publication and the
-// dead-letter table, for
-// `walrelay schema` and for applications' migrations. Running it twice is
-// safe for the table (IF NOT EXISTS); CREATE PUBLICATION has no such clause,
-// so it is wrapped in a check.
+// dead-letter table, for `walrelay schema` and for applications'
+// migrations. Running it twice is safe for the tables (IF NOT EXISTS);
+// CREATE PUBLICATION has no such clause, so it is wrapped in a check.
 func DDL(c Config) (string, error) {
+	return render(c, outboxTemplate, deadLettersTemplate)
+}
+
+// DeadLetterDDL is the part of DDL that creates the dead-letter table and
+// its index, alone: `walrelay init` runs it. Safe to run twice.
+func DeadLetterDDL(c Config) (string, error) {
+	return render(c, deadLettersTemplate)
+}
+
+// render validates c and renders the templates one after the other,
+// separated by a blank line.
+func render(c Config, ts ...*template.Template) (string, error) {
 	if err := c.Validate(); err != nil {
 		return "", err
 	}
+	data := templateData(c)
+	var b strings.Builder
+	for i, t := range ts {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		if err := t.Execute(&b, data); err != nil {
+			return "", fmt.Errorf("render %s: %w", t.Name(), err)
+		}
+	}
+	return b.String(), nil
+}
+
+// templateData is every name the templates use, quoted where it goes into
+// SQL as an identifier. c must have been validated.
+func templateData(c Config) map[string]string {
 	q := func(s string) string { return QuoteIdentifier(s) }
-	data := map[string]string{
+	return map[string]string{
 		"Table":            c.Table.Quoted(),
 		"TableName":        c.Table.String(),
 		"Publication":      q(c.Publication),
@@ -98,11 +132,6 @@ func DDL(c Config) (string, error) {
 		"DeadLetters":      c.DeadLetterTable().Quoted(),
 		"DeadLettersIndex": q(c.DeadLetterTable().Name + "_parked"),
 	}
-	var b strings.Builder
-	if err := ddlTemplate.Execute(&b, data); err != nil {
-		return "", fmt.Errorf("render ddl: %w", err)
-	}
-	return b.String(), nil
 }
 
 // CreatePublicationSQL creates the insert-only publication for the outbox

@@ -120,3 +120,37 @@ func TestMessageIDString(t *testing.T) {
 		t.Errorf("String() = %s; want %s", got, want)
 	}
 }
+
+func TestDeadLetterDDLIsTheDeadLetterPartOfDDL(t *testing.T) {
+	c := DefaultConfig()
+	c.DeadLetters = Table{Name: "parked"}
+	all, err := DDL(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl, err := DeadLetterDDL(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`CREATE TABLE IF NOT EXISTS "public"."parked" (`,
+		`target_topic      text,`,
+		`CREATE INDEX IF NOT EXISTS "parked_parked" ON "public"."parked"`,
+	} {
+		if !strings.Contains(dl, want) {
+			t.Errorf("DeadLetterDDL lacks %q:\n%s", want, dl)
+		}
+	}
+	for _, unwanted := range []string{"outbox_messages", "PUBLICATION"} {
+		if strings.Contains(dl, unwanted) {
+			t.Errorf("DeadLetterDDL contains %q; want the dead-letter table alone:\n%s", unwanted, dl)
+		}
+	}
+	if !strings.HasSuffix(all, "\n\n"+dl) {
+		t.Errorf("DDL does not end with a blank line and DeadLetterDDL:\n%s", all)
+	}
+	c.DeadLetters = Table{Name: "x;y"}
+	if _, err := DeadLetterDDL(c); err == nil {
+		t.Error("DeadLetterDDL rendered a hostile table name")
+	}
+}

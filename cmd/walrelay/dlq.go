@@ -2,10 +2,183 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
+	"strings"
+	"time"
+
+	"github.com/walrelay/walrelay/dlq"
+	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/slot"
 )
 
+const dlqUsage = `Usage:
+  walrelay dlq list    [--aggregate TYPE/ID | --aggregate-type T] [--type T] [--reason TEXT]
+                       [--older-than 1h] [--newer-than 1h] [--status parked|discarded] [--limit N] [--json]
+  walrelay dlq retry   (--message-id UUID | --position LSN#SEQ | --aggregate TYPE/ID | --all)
+  walrelay dlq discard (--message-id UUID | --position LSN#SEQ | --aggregate TYPE/ID | --all) --reason TEXT
+
+list shows parked messages (never their payloads). retry publishes parked messages
+again, with their message ids and headers, in their order, and removes those Kafka
+acknowledged; it exits 1 if any is left. discard gives messages up, keeping them
+with the reason for audit. All are safe while walrelay runs.
+Every other flag (--postgres-url, --kafka-brokers, --table, ...) works as for 'walrelay run'.
+`
+
+// dlqTimeout bounds a dlq command, publishing included: a retry holds its
+// rows locked (and a relay parking behind them waits) until it ends.
+const dlqTimeout = 5 * time.Minute
+
+// runDLQ dispatches `walrelay dlq list|retry|discard`.
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("dlq: not built yet")
+	if len(args) == 0 {
+		fmt.Fprint(stderr, dlqUsage)
+		return errUsage
+	}
+	sub, rest := args[0], args[1:]
+	var cmd func(context.Context, options, *dlq.Store, io.Writer, io.Writer) error
+	switch sub {
+	case "list":
+		cmd = dlqList
+	case "retry":
+		cmd = dlqRetry
+	case "discard":
+		cmd = dlqDiscard
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, dlqUsage)
+		return nil
+	default:
+		fmt.Fprintf(stderr, "walrelay dlq: unknown command %q\n\n%s", sub, dlqUsage)
+		return errUsage
+	}
+	o, ok, err := parse("dlq "+sub, rest, stderr)
+	if !ok {
+		return err
+	}
+	if err := checkDLQUsage(sub, o.DLQ, stderr); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, dlqTimeout)
+	defer cancel()
+	return withStore(ctx, o, func(st *dlq.Store) error { return cmd(ctx, o, st, stdout, stderr) })
+}
+
+// checkDLQUsage refuses a command line that cannot mean anything, before
+// connecting: exit 2 with the usage.
+func checkDLQUsage(sub string, d dlqOptions, stderr io.Writer) error {
+	var problem string
+	switch {
+	case sub != "list" && d.choices() != 1:
+		problem = "say which messages: exactly one of --message-id, --position, --aggregate, --all"
+	case sub == "discard" && strings.TrimSpace(d.Reason) == "":
+		problem = "--reason is required: it is kept with the discarded messages for audit"
+	case sub == "list" && d.Aggregate != "" && d.AggregateType != "":
+		problem = "give --aggregate TYPE/ID or --aggregate-type T, not both"
+	}
+	if problem == "" {
+		return nil
+	}
+	fmt.Fprintf(stderr, "walrelay dlq %s: %s\n\n%s", sub, problem, dlqUsage)
+	return errUsage
+}
+
+// choices counts the selections given.
+func (d dlqOptions) choices() int {
+	n := 0
+	for _, set := range []bool{d.MessageID != "", d.Position != "", d.Aggregate != "", d.All} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+// selection is the rows retry or discard act on.
+func (d dlqOptions) selection() (dlq.Selection, error) {
+	switch {
+	case d.MessageID != "":
+		id, err := dlq.ParseMessageID(d.MessageID)
+		if err != nil {
+			return dlq.Selection{}, fmt.Errorf("--message-id: %w", err)
+		}
+		return dlq.Selection{MessageID: &id}, nil
+	case d.Position != "":
+		p, err := dlq.ParsePosition(d.Position)
+		if err != nil {
+			return dlq.Selection{}, fmt.Errorf("--position: %w", err)
+		}
+		return dlq.Selection{Position: &p}, nil
+	case d.Aggregate != "":
+		agg, err := parseAggregate(d.Aggregate)
+		if err != nil {
+			return dlq.Selection{}, err
+		}
+		return dlq.Selection{Aggregate: &agg}, nil
+	}
+	return dlq.Selection{All: true}, nil
+}
+
+// parseAggregate reads TYPE/ID; the id may itself contain slashes.
+func parseAggregate(s string) (schema.Aggregate, error) {
+	typ, id, ok := strings.Cut(s, "/")
+	if !ok || typ == "" || id == "" {
+		return schema.Aggregate{}, fmt.Errorf("--aggregate %q: want TYPE/ID, like order/42", s)
+	}
+	return schema.Aggregate{Type: typ, ID: id}, nil
+}
+
+// withStore connects to PostgreSQL and runs fn over the dead-letter table.
+func withStore(ctx context.Context, o options, fn func(*dlq.Store) error) error {
+	cfg, err := o.slotConfig()
+	if err != nil {
+		return err
+	}
+	sc, err := o.schemaConfig()
+	if err != nil {
+		return err
+	}
+	conn, err := slot.Connect(ctx, cfg)
+	if err != nil {
+		return oneLine(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	st, err := dlq.New(conn, sc.DeadLetterTable())
+	if err != nil {
+		return err
+	}
+	return fn(st)
+}
+
+// ensureDeadLetters creates the dead-letter table on a new connection.
+func ensureDeadLetters(ctx context.Context, o options) (schema.Table, error) {
+	cfg, err := o.slotConfig()
+	if err != nil {
+		return schema.Table{}, err
+	}
+	sc, err := o.schemaConfig()
+	if err != nil {
+		return schema.Table{}, err
+	}
+	conn, err := slot.Connect(ctx, cfg)
+	if err != nil {
+		return schema.Table{}, oneLine(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return sc.DeadLetterTable(), dlq.EnsureTable(ctx, conn, sc)
+}
+
+func dlqDiscard(ctx context.Context, o options, st *dlq.Store, stdout, _ io.Writer) error {
+	sel, err := o.DLQ.selection()
+	if err != nil {
+		return err
+	}
+	n, err := st.Discard(ctx, sel, o.DLQ.Reason)
+	if err != nil {
+		return err
+	}
+	if n == 0 && (sel.MessageID != nil || sel.Position != nil) {
+		return fmt.Errorf("no parked message matches %s", sel)
+	}
+	fmt.Fprintf(stdout, "discarded %d parked %s (%s), reason: %s\n", n, plural(n, "message", "messages"), sel, o.DLQ.Reason)
+	return nil
 }

@@ -41,7 +41,7 @@ const usage = `walrelay publishes committed outbox rows from the PostgreSQL WAL 
 
 Usage:
   walrelay run      [flags]   stream the outbox to Kafka until stopped (SIGTERM/SIGINT)
-  walrelay init     [flags]   create the publication and the replication slot (safe to repeat)
+  walrelay init     [flags]   create the publication, the replication slot and the dead-letter table (safe to repeat)
   walrelay check    [flags]   check PostgreSQL and Kafka settings and privileges: ok / warn / fail
   walrelay status   [flags]   show the slot, its lag, the publication and the leader (--json for scripts)
   walrelay schema   [flags]   print the outbox DDL for your migrations

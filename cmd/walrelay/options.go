@@ -45,6 +45,23 @@ type options struct {
 	KafkaRetryMin       time.Duration
 	KafkaRetryMax       time.Duration
 	Columns             schema.Columns
+	DLQ                 dlqOptions
+}
+
+// dlqOptions select and filter dead letters for `walrelay dlq`. Other verbs
+// accept and ignore them.
+type dlqOptions struct {
+	MessageID     string
+	Position      string
+	Aggregate     string
+	AggregateType string
+	Type          string
+	Reason        string
+	OlderThan     time.Duration
+	NewerThan     time.Duration
+	Status        string
+	Limit         int
+	All           bool
 }
 
 // flags binds options to a flag set whose defaults come from WALRELAY_*
@@ -145,6 +162,7 @@ func parseOptions(verb string, args []string, stderr io.Writer) (options, error)
 	f.str(&o.Columns.Headers, "column-headers", cols.Headers, "column holding extra headers (jsonb)")
 	f.str(&o.Columns.OccurredAt, "column-occurred-at", cols.OccurredAt, "column holding the event time")
 	f.str(&o.Columns.Topic, "column-topic", cols.Topic, "column holding an explicit topic")
+	f.dlq(&o.DLQ)
 	if err := f.fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return o, errHelp
@@ -159,6 +177,21 @@ func parseOptions(verb string, args []string, stderr io.Writer) (options, error)
 		return o, fmt.Errorf("%s", strings.Join(f.errs, "; "))
 	}
 	return o, nil
+}
+
+// dlq binds the flags of `walrelay dlq`.
+func (f *flags) dlq(d *dlqOptions) {
+	f.str(&d.MessageID, "message-id", "", "dlq: the parked message with this message id (a UUID)")
+	f.str(&d.Position, "position", "", "dlq: the parked row at this position, LSN#SEQ as dlq list prints it (for a row without a message id)")
+	f.str(&d.Aggregate, "aggregate", "", "dlq: the parked messages of one aggregate, TYPE/ID")
+	f.str(&d.AggregateType, "aggregate-type", "", "dlq list: only this aggregate type")
+	f.str(&d.Type, "type", "", "dlq list: only this message type")
+	f.str(&d.Reason, "reason", "", "dlq list: only reasons containing this text; dlq discard: why (required, kept for audit)")
+	f.dur(&d.OlderThan, "older-than", 0, "dlq list: only rows parked longer ago than this")
+	f.dur(&d.NewerThan, "newer-than", 0, "dlq list: only rows parked more recently than this")
+	f.str(&d.Status, "status", "parked", "dlq list: parked or discarded")
+	f.int(&d.Limit, "limit", 1000, "dlq list: at most this many rows")
+	f.boolean(&d.All, "all", false, "dlq retry and discard: every parked message")
 }
 
 // schemaConfig validates the names of the outbox contract.

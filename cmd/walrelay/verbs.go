@@ -82,8 +82,12 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "publication %q covers %s; slot %q is ready at %s (wal_status %s)\n",
-		cfg.Publication, cfg.Table, cfg.Slot, info.ConfirmedFlush, info.WALStatus)
+	dl, err := ensureDeadLetters(ctx, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "publication %q covers %s; slot %q is ready at %s (wal_status %s); dead-letter table %s is ready\n",
+		cfg.Publication, cfg.Table, cfg.Slot, info.ConfirmedFlush, info.WALStatus, dl)
 	return nil
 }
 

@@ -29,6 +29,10 @@ $walrelay$;
 -- walrelay writes a row here before the slot's position may pass it; list,
 -- retry and discard them with `walrelay dlq`. Keyed by the row's place in
 -- the WAL (commit LSN of its transaction, place among its outbox rows).
+-- topic is the row's own topic override, target_topic the topic walrelay
+-- resolved for it; row_data holds, as text, the columns of a row that could
+-- not be decoded. A 'parked' row with an aggregate_id blocks the later rows
+-- of its aggregate (blocked_by names it); 'discarded' rows are kept for audit.
 CREATE TABLE IF NOT EXISTS "public"."outbox_messages_dead_letters" (
     commit_lsn        pg_lsn      NOT NULL,
     seq               integer     NOT NULL,
@@ -38,6 +42,7 @@ CREATE TABLE IF NOT EXISTS "public"."outbox_messages_dead_letters" (
     aggregate_version bigint,
     type              text,
     topic             text,
+    target_topic      text,
     payload           bytea,
     content_type      text,
     headers           jsonb,
