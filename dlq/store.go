@@ -54,6 +54,23 @@ func EnsureTable(ctx context.Context, db DB, c schema.Config) error {
 	return nil
 }
 
+// Ready fails unless the dead-letter table is there (`walrelay init`
+// creates it).
+func (s *Store) Ready(ctx context.Context) error {
+	rows, err := s.db.Query(ctx, "SELECT to_regclass($1) IS NOT NULL", s.table)
+	if err != nil {
+		return fmt.Errorf("look up dead-letter table %s: %w", s.table, err)
+	}
+	ok, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[bool])
+	if err != nil {
+		return fmt.Errorf("look up dead-letter table %s: %w", s.table, err)
+	}
+	if !ok {
+		return fmt.Errorf("dead-letter table %s does not exist: run `walrelay init` (or apply `walrelay schema`)", s.table)
+	}
+	return nil
+}
+
 // Park stores dl, in a transaction of its own. True means the message is in
 // the table and the caller must not publish it; false (only for a blocked
 // message) means the caller publishes it after all.

@@ -73,7 +73,7 @@ func newRetryRig(t *testing.T, topicConfig ...kafka.ConfigEntry) *retryRig {
 	}
 	r.createTopic(ctx, topicConfig)
 	o := options{KafkaBrokers: brokers, TopicTemplate: r.topic, CESource: "walrelay-dlq-test"}
-	r.pub = &sinkPublisher{cfg: o.retrySinkConfig(), log: zaptest.NewLogger(t)}
+	r.pub = &sinkPublisher{cfg: o.sinkConfig(), log: zaptest.NewLogger(t)}
 	return r
 }
 

@@ -25,7 +25,7 @@ func dlqRetry(ctx context.Context, o options, st *dlq.Store, stdout, stderr io.W
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
-	pub := &sinkPublisher{cfg: o.retrySinkConfig(), log: log}
+	pub := &sinkPublisher{cfg: o.sinkConfig(), log: log}
 	res, err := st.Retry(ctx, sel, pub)
 	if err != nil {
 		return err
@@ -56,19 +56,6 @@ func writeRetryResult(w io.Writer, res dlq.Result) {
 	}
 	fmt.Fprintf(&b, "%d published and removed, %d left parked\n", len(res.Published), len(res.Left))
 	io.WriteString(w, b.String()) //nolint:errcheck // stdout
-}
-
-// retrySinkConfig is the relay's sink configuration, without the leader
-// guard: an operator's retry publishes from wherever it runs.
-func (o options) retrySinkConfig() sink.Config {
-	return sink.Config{
-		Brokers:             o.brokers(),
-		TopicTemplate:       o.TopicTemplate,
-		Source:              o.CESource,
-		Linger:              o.KafkaLinger,
-		MaxInFlightMessages: o.MaxInFlightMessages,
-		MaxInFlightBytes:    o.MaxInFlightBytes,
-	}
 }
 
 // sinkPublisher is dlq.Publisher over a sink of its own per call: it

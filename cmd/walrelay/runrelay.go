@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -16,8 +17,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/dlq"
 	"github.com/walrelay/walrelay/leader"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
 )
@@ -39,7 +42,22 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r, sinkCfg, err := o.buildRelay(log, reg, elector.Check)
+	sc, err := o.slotConfig()
+	if err != nil {
+		return err
+	}
+	// A few connections for the dead-letter table: the sink parks from its
+	// partitions' goroutines.
+	pool, err := slot.OpenPool(sc, 4)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	store, err := o.deadLetters(pool)
+	if err != nil {
+		return err
+	}
+	r, sinkCfg, err := o.buildRelay(log, reg, elector.Check, store)
 	if err != nil {
 		return err
 	}
@@ -47,7 +65,7 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := o.preflight(ctx, log, sinkCfg); err != nil {
+	if err := o.preflight(ctx, log, sinkCfg, store); err != nil {
 		return err
 	}
 	var ln net.Listener
@@ -81,7 +99,9 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 // buildRelay wires a relay whose sessions each get a new stream, decoder
 // and sink; the metrics are made once and shared by the sessions.
 // guard is the leader's lease check: the sink calls it before every batch.
-func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard func() error) (*relay.Relay, sink.Config, error) {
+// Under --on-bad-message park, the sink and the relay park into store; under
+// halt nothing is parked, but the aggregates parked earlier stay blocked.
+func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard func() error, store *dlq.Store) (*relay.Relay, sink.Config, error) {
 	sc, err := o.slotConfig()
 	if err != nil {
 		return nil, sink.Config{}, err
@@ -90,26 +110,31 @@ func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard fu
 	if _, err := decoder.New(decCfg); err != nil {
 		return nil, sink.Config{}, err
 	}
-	sinkCfg := sink.Config{
-		Brokers:             o.brokers(),
-		TopicTemplate:       o.TopicTemplate,
-		Source:              o.CESource,
-		Linger:              o.KafkaLinger,
-		MaxInFlightMessages: o.MaxInFlightMessages,
-		MaxInFlightBytes:    o.MaxInFlightBytes,
-		Metrics:             sink.NewMetrics(reg),
-		Guard:               guard,
-		MaxPayloadBytes:     o.MaxPayloadBytes,
-		NoCreateTopics:      !o.KafkaCreateTopics,
-		RetryBackoffMin:     o.KafkaRetryMin,
-		RetryBackoffMax:     o.KafkaRetryMax,
+	sinkMetrics := sink.NewMetrics(reg)
+	sinkCfg := o.sinkConfig()
+	sinkCfg.Metrics = sinkMetrics
+	sinkCfg.Guard = guard
+	relayCfg := relay.Config{ShutdownTimeout: o.ShutdownTimeout, Registerer: reg}
+	if o.OnBadMessage == "park" {
+		sinkCfg.Park = store.Park
+		relayCfg.Park = func(ctx context.Context, dl schema.DeadLetter) (bool, error) {
+			parked, err := store.Park(ctx, dl)
+			if err == nil {
+				sinkMetrics.ParkedBadRow()
+			}
+			return parked, err
+		}
 	}
 	// The relay streams only as the leader, so whoever else holds the slot
 	// is a stale leader: take the slot over rather than wait out its
 	// wal_sender_timeout.
 	sc.TakeOver = true
 	slotMetrics := slot.NewMetrics(reg)
-	factory := func(_ context.Context, ack func(uint64)) (relay.Parts, error) {
+	factory := func(ctx context.Context, ack func(uint64)) (relay.Parts, error) {
+		blocked, err := store.Blockers(ctx)
+		if err != nil {
+			return relay.Parts{}, err
+		}
 		stream, err := slot.New(sc, log, slotMetrics)
 		if err != nil {
 			return relay.Parts{}, err
@@ -118,13 +143,41 @@ func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard fu
 		if err != nil {
 			return relay.Parts{}, err
 		}
-		pub, err := sink.New(sinkCfg, log, ack)
+		cfg := sinkCfg
+		cfg.Blocked = blocked
+		pub, err := sink.New(cfg, log, ack)
 		if err != nil {
 			return relay.Parts{}, err
 		}
 		return relay.Parts{Stream: stream, Decoder: dec, Publisher: pub}, nil
 	}
-	return relay.New(relay.Config{ShutdownTimeout: o.ShutdownTimeout, Registerer: reg}, log, factory), sinkCfg, nil
+	return relay.New(relayCfg, log, factory), sinkCfg, nil
+}
+
+// deadLetters is the store of the dead-letter table, over pool.
+func (o options) deadLetters(pool *pgxpool.Pool) (*dlq.Store, error) {
+	sc, err := o.schemaConfig()
+	if err != nil {
+		return nil, err
+	}
+	return dlq.New(pool, sc.DeadLetterTable())
+}
+
+// sinkConfig is the Kafka side as the flags set it, for the relay and for
+// `walrelay dlq retry`.
+func (o options) sinkConfig() sink.Config {
+	return sink.Config{
+		Brokers:             o.brokers(),
+		TopicTemplate:       o.TopicTemplate,
+		Source:              o.CESource,
+		Linger:              o.KafkaLinger,
+		MaxInFlightMessages: o.MaxInFlightMessages,
+		MaxInFlightBytes:    o.MaxInFlightBytes,
+		MaxPayloadBytes:     o.MaxPayloadBytes,
+		NoCreateTopics:      !o.KafkaCreateTopics,
+		RetryBackoffMin:     o.KafkaRetryMin,
+		RetryBackoffMax:     o.KafkaRetryMax,
+	}
 }
 
 // monitor reads the slot's figures for the metrics and the stall watchdog
@@ -159,7 +212,7 @@ func (o options) elector(log *zap.Logger, reg prometheus.Registerer) (*leader.El
 
 // preflight fails fast, before any waiting for leadership, on what no
 // retry can mend: PostgreSQL unreachable or not set up, Kafka unreachable.
-func (o options) preflight(ctx context.Context, log *zap.Logger, sinkCfg sink.Config) error {
+func (o options) preflight(ctx context.Context, log *zap.Logger, sinkCfg sink.Config, store *dlq.Store) error {
 	sc, err := o.slotConfig()
 	if err != nil {
 		return err
@@ -167,6 +220,9 @@ func (o options) preflight(ctx context.Context, log *zap.Logger, sinkCfg sink.Co
 	checkCtx, cancel := context.WithTimeout(ctx, startCheckTimeout)
 	defer cancel()
 	if _, err := slot.Preflight(checkCtx, sc, log); err != nil {
+		return err
+	}
+	if err := store.Ready(checkCtx); err != nil {
 		return err
 	}
 	return sink.Ping(checkCtx, sinkCfg)

@@ -251,8 +251,8 @@ func (f *Fixture) cleanup() {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	f.DB.Exec(ctx, "DROP PUBLICATION IF EXISTS "+f.Publication) //nolint:errcheck // best effort
-	f.DB.Exec(ctx, "DROP TABLE IF EXISTS "+f.Table)             //nolint:errcheck // best effort
+	f.DB.Exec(ctx, "DROP PUBLICATION IF EXISTS "+f.Publication)                  //nolint:errcheck // best effort
+	f.DB.Exec(ctx, "DROP TABLE IF EXISTS "+f.Table+", "+f.Table+"_dead_letters") //nolint:errcheck // best effort
 	f.DB.Close()
 	client := &kafka.Client{Addr: kafka.TCP(strings.Split(f.Brokers, ",")...), Timeout: 30 * time.Second}
 	var topics []string
