@@ -54,6 +54,9 @@ func EnsureTable(ctx context.Context, db DB, c schema.Config) error {
 	return nil
 }
 
+// Table is the dead-letter table, quoted and schema-qualified.
+func (s *Store) Table() string { return s.table }
+
 // Ready fails unless the dead-letter table is there (`walrelay init`
 // creates it).
 func (s *Store) Ready(ctx context.Context) error {

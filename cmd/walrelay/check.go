@@ -47,11 +47,30 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func (o options) check(ctx context.Context, sc slot.Config) check.Report {
 	pgCtx, cancel := context.WithTimeout(ctx, checkTimeout)
 	pg, routes := slot.Check(pgCtx, sc, o.Columns)
+	pg = append(pg, o.checkDeadLetters(pgCtx, sc)...)
 	cancel()
 	kafkaCtx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	kafka := sink.Check(kafkaCtx, sink.Config{Brokers: o.brokers(), TopicTemplate: o.TopicTemplate}, routes.Messages, routes.Err)
 	return append(check.Report(pg), kafka...)
+}
+
+// checkDeadLetters reports whether the dead-letter table exists; nothing
+// when the server cannot be reached (the PostgreSQL checks said so).
+func (o options) checkDeadLetters(ctx context.Context, sc slot.Config) []check.Result {
+	conn, err := slot.Connect(ctx, sc)
+	if err != nil {
+		return nil
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	store, err := o.deadLetters(conn)
+	if err != nil {
+		return []check.Result{check.Failure("dead-letter table", err.Error(), "Set --dead-letter-table to a valid table name.")}
+	}
+	if err := store.Ready(ctx); err != nil {
+		return []check.Result{check.Failure("dead-letter table", err.Error(), "Run `walrelay init`, which creates it, or apply the DDL of `walrelay schema`.")}
+	}
+	return []check.Result{check.Pass("dead-letter table", store.Table()+" exists")}
 }
 
 func plural(n int, one, many string) string {

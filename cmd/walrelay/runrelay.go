@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -154,13 +153,13 @@ func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard fu
 	return relay.New(relayCfg, log, factory), sinkCfg, nil
 }
 
-// deadLetters is the store of the dead-letter table, over pool.
-func (o options) deadLetters(pool *pgxpool.Pool) (*dlq.Store, error) {
+// deadLetters is the store of the dead-letter table, over db.
+func (o options) deadLetters(db dlq.DB) (*dlq.Store, error) {
 	sc, err := o.schemaConfig()
 	if err != nil {
 		return nil, err
 	}
-	return dlq.New(pool, sc.DeadLetterTable())
+	return dlq.New(db, sc.DeadLetterTable())
 }
 
 // sinkConfig is the Kafka side as the flags set it, for the relay and for

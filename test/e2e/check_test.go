@@ -92,7 +92,7 @@ func TestCheckGoodRig(t *testing.T) {
 	want := map[string]string{}
 	for _, name := range []string{"postgres reachable", "server version", "wal_level", "max_replication_slots", "max_wal_senders",
 		"database connect", "outbox table", "publication", "publication inserts", "publication table", "publication scope",
-		"slot", "slot plugin", "slot database", "slot wal_status", "slot lag", "kafka reachable", "topics"} {
+		"slot", "slot plugin", "slot database", "slot wal_status", "slot lag", "dead-letter table", "kafka reachable", "topics"} {
 		want[name] = "ok"
 	}
 	for _, topic := range []string{f.Topic("order"), f.Topic("customer"), f.TopicPrefix + ".special"} {
@@ -108,8 +108,8 @@ func TestCheckGoodRig(t *testing.T) {
 			t.Errorf("check %q: got %s; want ok or warn on the rig", name, got)
 		}
 	}
-	if n := len(report.Checks); n != 18+2+3*3 {
-		t.Errorf("checks: got %d; want %d (18 + 2 + 3 per topic)", n, 18+2+3*3)
+	if n := len(report.Checks); n != 19+2+3*3 {
+		t.Errorf("checks: got %d; want %d (19 + 2 + 3 per topic)", n, 19+2+3*3)
 	}
 }
 
