@@ -182,7 +182,7 @@ func TestCustomTableAndColumns(t *testing.T) {
 	if !errors.As(err, &bad) || bad.Field != schema.FieldMessageID || bad.Column != "id" {
 		t.Fatalf("err = %v; want a bad row for column id (message_id)", err)
 	}
-	want := `bad outbox row aggregate_id="42" in transaction 0/16B3748: column "id" (message_id): column "id" is missing from the table`
+	want := `bad outbox row aggregate_id="42" in transaction 0/16B3748: column "id" (message_id): missing from the table`
 	if err.Error() != want {
 		t.Fatalf("err = %q; want %q", err, want)
 	}

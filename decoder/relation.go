@@ -102,7 +102,7 @@ var requiredFields = [...]schema.Field{
 func (rel *relation) check(names *[schema.NumFields]string) *fieldProblem {
 	for _, f := range requiredFields {
 		if rel.col[f] < 0 {
-			return &fieldProblem{f, fmt.Sprintf("column %q is missing from the table", names[f])}
+			return &fieldProblem{f, "missing from the table"}
 		}
 	}
 	for f, typ := range rel.typ {

@@ -286,7 +286,7 @@ func TestDecodeRow(t *testing.T) {
 			return c
 		}},
 		{name: "message id column missing", cols: without("message_id"),
-			bad: &badRow{field: schema.FieldMessageID, reason: `column "message_id" is missing from the table`}},
+			bad: &badRow{field: schema.FieldMessageID, reason: `missing from the table`}},
 		{name: "aggregate type column missing", cols: without("aggregate_type"),
 			bad: &badRow{field: schema.FieldAggregateType, reason: "missing", hasID: true}},
 		{name: "aggregate id column missing", cols: without("aggregate_id"),

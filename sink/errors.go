@@ -32,11 +32,30 @@ type Error struct {
 	// or, when Kafka named a record of the batch, of that record.
 	MessageID schema.MessageID
 	Token     uint64
+	// Aggregate and Position are the message's, when it is known.
+	Aggregate schema.Aggregate
+	Position  schema.Position
 	Err       error
 }
 
+// messageError is the Error of message m (token) bound for topic/partition.
+func messageError(topic string, partition int, m *schema.Message, token uint64, err error) *Error {
+	e := &Error{Topic: topic, Partition: partition, Token: token, Err: err}
+	if m != nil {
+		e.MessageID, e.Aggregate, e.Position = m.ID, aggregateOf(m), m.Position()
+	}
+	return e
+}
+
 func (e *Error) Error() string {
-	return fmt.Sprintf("publish message %s to topic %q partition %d: %v", e.MessageID, e.Topic, e.Partition, e.Err)
+	var at string
+	switch {
+	case e.Aggregate.ID != "" && e.Position != (schema.Position{}):
+		at = fmt.Sprintf(" (aggregate %s/%s, position %s)", e.Aggregate.Type, e.Aggregate.ID, e.Position)
+	case e.Aggregate.ID != "":
+		at = fmt.Sprintf(" (aggregate %s/%s)", e.Aggregate.Type, e.Aggregate.ID)
+	}
+	return fmt.Sprintf("publish message %s%s to topic %q partition %d: %v", e.MessageID, at, e.Topic, e.Partition, e.Err)
 }
 
 func (e *Error) Unwrap() error { return e.Err }

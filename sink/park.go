@@ -140,7 +140,7 @@ type place struct {
 // judges the message again. A first failure blocks m's aggregate.
 func (s *Sink) park(ctx context.Context, stop <-chan struct{}, at place, m *schema.Message, token uint64, v verdict) (bool, error) {
 	if s.cfg.Park == nil {
-		return false, s.fail(&Error{Topic: at.topic, Partition: at.partition, MessageID: m.ID, Token: token, Err: v.err})
+		return false, s.fail(messageError(at.topic, at.partition, m, token, v.err))
 	}
 	dl := deadLetter(m, at.topic, v)
 	parked, err := s.callPark(ctx, stop, at, dl)
@@ -148,8 +148,8 @@ func (s *Sink) park(ctx context.Context, stop <-chan struct{}, at place, m *sche
 	case err != nil:
 		return false, err
 	case !parked && v.by == nil:
-		return false, s.fail(&Error{Topic: at.topic, Partition: at.partition, MessageID: m.ID, Token: token,
-			Err: fmt.Errorf("the dead-letter store declined a message that is not blocked (%s)", dl.Reason)})
+		return false, s.fail(messageError(at.topic, at.partition, m, token,
+			fmt.Errorf("the dead-letter store declined a message that is not blocked (%s)", dl.Reason)))
 	case !parked:
 		s.blocks.lift(*v.by)
 		s.log.Info("aggregate unblocked meanwhile, publishing the message after all",

@@ -117,9 +117,9 @@ func (s *Sink) deliver(ctx context.Context, p *partition, batch []*record) error
 			s.ack(p, run)
 		case !errors.As(err, &refused):
 			return err
-		case s.cfg.Park == nil:
-			return s.fail(batchError(p, run, refused.err))
 		default:
+			// Under halt too: the records before the culprit are
+			// delivered, and the sink fails naming the culprit itself.
 			if err := s.isolate(ctx, p, run, refused.err); err != nil {
 				return err
 			}
@@ -360,15 +360,3 @@ func newRecordError(res *kafka.ProduceResponse) *recordError {
 
 func (e *recordError) Error() string { return e.err.Error() }
 func (e *recordError) Unwrap() error { return e.err }
-
-// batchError names the batch that failed for good: its topic, partition and
-// first message, or the message Kafka singled out.
-func batchError(p *partition, batch []*record, err error) *Error {
-	r := batch[0]
-	var rerr *recordError
-	if errors.As(err, &rerr) && rerr.index >= 0 && rerr.index < len(batch) {
-		r = batch[rerr.index]
-	}
-	return &Error{Topic: p.topic, Partition: p.id, MessageID: r.id, Token: r.token,
-		Err: fmt.Errorf("kafka refused a batch of %d messages starting with %s: %w", len(batch), batch[0].id, err)}
-}

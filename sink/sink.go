@@ -166,7 +166,7 @@ func (s *Sink) Publish(ctx context.Context, m *schema.Message, token uint64) err
 		r.bad = &verdict{class: parkedTooLarge, err: fmt.Errorf("payload of %d bytes is over the limit of %d bytes (--max-payload-bytes)",
 			len(m.Payload), s.cfg.MaxPayloadBytes)}
 		if s.cfg.Park == nil {
-			return s.fail(&Error{Topic: topic, Partition: tp.id, MessageID: m.ID, Token: token, Err: r.bad.err})
+			return s.fail(messageError(topic, tp.id, m, token, r.bad.err))
 		}
 	}
 	if err := s.inflight.acquire(ctx, s.halt, r.size); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -271,20 +272,31 @@ func TestSinkRetriesTransientErrorWithSameBatch(t *testing.T) {
 	}
 }
 
-func TestSinkPermanentErrorAcksNothing(t *testing.T) {
+// Under halt (no Park), a refused batch is sent again one record at a time:
+// the records before the culprit are delivered in order, and the sink
+// fails naming the culprit, acknowledging nothing after it.
+func TestSinkPermanentErrorNamesTheCulprit(t *testing.T) {
 	tests := []struct {
-		name    string
-		res     *kafka.ProduceResponse
-		wantTok uint64
+		name     string
+		culprit  int // the message Kafka refuses; every other one passes
+		res      *kafka.ProduceResponse
+		wantAcks string
 	}{
-		{"partition error", &kafka.ProduceResponse{Error: kafka.MessageSizeTooLarge}, 10},
-		{"record errors without partition error", &kafka.ProduceResponse{RecordErrors: map[int]error{1: errors.New("bad")}}, 11},
-		{"authorization", &kafka.ProduceResponse{Error: kafka.TopicAuthorizationFailed}, 10},
+		{"partition error", 10, &kafka.ProduceResponse{Error: kafka.MessageSizeTooLarge}, "[]"},
+		{"record error", 11, &kafka.ProduceResponse{RecordErrors: map[int]error{0: errors.New("bad")}}, "[10]"},
+		{"authorization", 12, &kafka.ProduceResponse{Error: kafka.TopicAuthorizationFailed}, "[10 11]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			prod := &fakeProducer{produce: func(context.Context, *kafka.ProduceRequest) (*kafka.ProduceResponse, error) {
-				return tt.res, nil
+			culpritID, culpritValue := msg(tt.culprit, "").ID, string(msg(tt.culprit, "").Payload)
+			prod := &fakeProducer{produce: func(_ context.Context, req *kafka.ProduceRequest) (*kafka.ProduceResponse, error) {
+				_, values := readRecords(t, req)
+				for _, v := range values {
+					if v == culpritValue {
+						return tt.res, nil
+					}
+				}
+				return &kafka.ProduceResponse{}, nil
 			}}
 			cfg := testConfig()
 			cfg.Linger = time.Hour
@@ -300,11 +312,12 @@ func TestSinkPermanentErrorAcksNothing(t *testing.T) {
 			if !errors.As(err, &perr) {
 				t.Fatalf("Run = %v; want *Error", err)
 			}
-			if perr.Topic != "outbox.order" || perr.Partition != partitionFor("same-key", 3) || perr.Token != tt.wantTok || perr.MessageID != msg(int(tt.wantTok), "").ID {
-				t.Errorf("error = %+v; want topic outbox.order, partition %d, token %d", perr, partitionFor("same-key", 3), tt.wantTok)
+			if perr.Topic != "outbox.order" || perr.Partition != partitionFor("same-key", 3) || perr.Token != uint64(tt.culprit) || perr.MessageID != culpritID ||
+				perr.Aggregate.ID != "same-key" || !strings.Contains(err.Error(), "aggregate order/same-key") {
+				t.Errorf("error = %v; want topic outbox.order, partition %d, token %d, aggregate order/same-key", err, partitionFor("same-key", 3), tt.culprit)
 			}
-			if got := h.acks.get(); len(got) != 0 {
-				t.Errorf("acks = %v; want none", got)
+			if got := fmt.Sprint(h.acks.get()); got != tt.wantAcks {
+				t.Errorf("acks = %s; want %s (the records before the culprit)", got, tt.wantAcks)
 			}
 			if err := h.s.Publish(context.Background(), msg(1, "k"), 1); !errors.As(err, &perr) {
 				t.Errorf("Publish after failure = %v; want the *Error", err)
