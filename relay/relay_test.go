@@ -626,3 +626,44 @@ func TestRelayCountsKnownReplays(t *testing.T) {
 		t.Fatalf("Run after a stop = %v; want nil", err)
 	}
 }
+
+// A session that cannot be built after the relay has streamed (the blocked
+// aggregates could not be read: a lost connection) is retried like any
+// transient failure, not fatal.
+func TestRelayRetriesASessionThatCannotBeBuilt(t *testing.T) {
+	dec, err := decoder.New(decoder.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	r := New(Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond}, zaptest.NewLogger(t),
+		func(_ context.Context, ack func(uint64)) (Parts, error) {
+			sink := &fakeSink{published: make(chan published, 1), closed: make(chan struct{})}
+			switch calls.Add(1) {
+			case 1:
+				return Parts{Stream: streamFunc(failingAfterStart), Decoder: dec, Publisher: sink}, nil
+			case 2:
+				return Parts{}, errors.New("read blockers: connection reset by peer")
+			}
+			return Parts{Stream: streamFunc(streamingUntilStopped), Decoder: dec, Publisher: sink}, nil
+		})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for calls.Load() < 3 {
+		select {
+		case err := <-done:
+			t.Fatalf("Run = %v after %d sessions; want a third session after the one that could not be built", err, calls.Load())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sessions = %d after 5s; want 3", calls.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after a stop = %v; want nil", err)
+	}
+}

@@ -121,7 +121,11 @@ func (s *session) fail(err error) {
 func (s *session) run(ctx context.Context, factory Factory) error {
 	parts, err := factory(ctx, s.ack)
 	if err != nil {
-		return errorf("build session: %w", err)
+		// Transient unless it says otherwise: building a session reads the
+		// blocked aggregates from PostgreSQL, and a lost connection there is
+		// as passing as one on the stream. (Before the first stream, Run
+		// returns any error anyway.)
+		return fmt.Errorf("build session: %w", err)
 	}
 	// The group outlives ctx by up to ShutdownTimeout, so that a stop drains
 	// instead of abandoning what Kafka is about to acknowledge.
