@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -15,20 +14,14 @@ import (
 
 	"github.com/walrelay/walrelay/dlq"
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/test/harness"
 )
 
 // pgURL returns the rig's PostgreSQL URL, or ends the test: a skip under
 // -short, a failure otherwise (CI must never pass by skipping).
 func pgURL(t *testing.T) string {
 	t.Helper()
-	if url := os.Getenv("WALRELAY_TEST_PG_URL"); url != "" {
-		return url
-	}
-	if testing.Short() {
-		t.Skip("integration test: needs WALRELAY_TEST_PG_URL (make test starts PostgreSQL)")
-	}
-	t.Fatal("WALRELAY_TEST_PG_URL is not set: run `make test`, or `scripts/pg.sh start && eval \"$(scripts/pg.sh env)\"`")
-	return ""
+	return harness.Env(t, "WALRELAY_TEST_PG_URL")
 }
 
 // fixture is one test's own dead-letter table, dropped in t.Cleanup.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/walrelay/walrelay/leader"
+	"github.com/walrelay/walrelay/test/harness"
 )
 
 // Fast settings for the tests: check timeout 160ms.
@@ -30,14 +30,7 @@ const (
 // -short, a failure otherwise (CI must never pass by skipping).
 func pgURL(t *testing.T) string {
 	t.Helper()
-	if url := os.Getenv("WALRELAY_TEST_PG_URL"); url != "" {
-		return url
-	}
-	if testing.Short() {
-		t.Skip("integration test: needs WALRELAY_TEST_PG_URL (make test starts PostgreSQL)")
-	}
-	t.Fatal("WALRELAY_TEST_PG_URL is not set: run `make test`, or `scripts/pg.sh start && eval \"$(scripts/pg.sh env)\"`")
-	return ""
+	return harness.Env(t, "WALRELAY_TEST_PG_URL")
 }
 
 func uniqueSlot() string {

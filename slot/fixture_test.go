@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,20 +19,14 @@ import (
 
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
+	"github.com/walrelay/walrelay/test/harness"
 )
 
 // pgURL returns the rig's PostgreSQL URL, or ends the test: a skip under
 // -short, a failure otherwise (CI must never pass by skipping).
 func pgURL(t *testing.T) string {
 	t.Helper()
-	if url := os.Getenv("WALRELAY_TEST_PG_URL"); url != "" {
-		return url
-	}
-	if testing.Short() {
-		t.Skip("integration test: needs WALRELAY_TEST_PG_URL (make test starts PostgreSQL)")
-	}
-	t.Fatal("WALRELAY_TEST_PG_URL is not set: run `make test`, or `scripts/pg.sh start && eval \"$(scripts/pg.sh env)\"`")
-	return ""
+	return harness.Env(t, "WALRELAY_TEST_PG_URL")
 }
 
 // fixture is one test's own outbox table, publication and slot names, and a
