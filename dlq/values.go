@@ -187,13 +187,3 @@ func ParsePosition(s string) (schema.Position, error) {
 	}
 	return p, nil
 }
-
-// ParseMessageID reads a UUID in its canonical 8-4-4-4-12 form (hex digits
-// in either case).
-func ParseMessageID(s string) (schema.MessageID, error) {
-	var u pgtype.UUID
-	if len(s) != 36 || u.Scan(s) != nil {
-		return schema.MessageID{}, fmt.Errorf("message id %q is not a UUID like 12345678-9abc-def0-0123-456789abcdef", s)
-	}
-	return schema.MessageID(u.Bytes), nil
-}

@@ -101,3 +101,17 @@ func (m *Message) Size() int {
 	}
 	return n
 }
+
+// ParseMessageID reads a UUID in its canonical 8-4-4-4-12 form (hex digits
+// in either case).
+func ParseMessageID(s string) (MessageID, error) {
+	var id MessageID
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return id, fmt.Errorf("message id %q is not a UUID like 12345678-9abc-def0-0123-456789abcdef", s)
+	}
+	digits := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
+	if _, err := hex.Decode(id[:], []byte(digits)); err != nil {
+		return MessageID{}, fmt.Errorf("message id %q is not a UUID like 12345678-9abc-def0-0123-456789abcdef", s)
+	}
+	return id, nil
+}

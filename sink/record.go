@@ -12,19 +12,18 @@ import (
 	"github.com/walrelay/walrelay/schema"
 )
 
-// Header keys the sink sets itself (CloudEvents Kafka binary binding, plus
-// the aggregate's type and version). An entry of the headers column with one
+// Header keys the sink sets itself. An entry of the headers column with one
 // of these keys, in any case, is skipped: it must not override them.
 const (
-	headerSpecVersion      = "ce_specversion"
-	headerID               = "ce_id"
-	headerType             = "ce_type"
-	headerSource           = "ce_source"
-	headerSubject          = "ce_subject"
-	headerTime             = "ce_time"
-	headerContentType      = "content-type"
-	headerAggregateType    = "aggregate_type"
-	headerAggregateVersion = "aggregate_version"
+	headerSpecVersion      = schema.HeaderSpecVersion
+	headerID               = schema.HeaderID
+	headerType             = schema.HeaderType
+	headerSource           = schema.HeaderSource
+	headerSubject          = schema.HeaderSubject
+	headerTime             = schema.HeaderTime
+	headerContentType      = schema.HeaderContentType
+	headerAggregateType    = schema.HeaderAggregateType
+	headerAggregateVersion = schema.HeaderAggregateVersion
 )
 
 var reservedHeaders = []string{

@@ -97,7 +97,7 @@ func (d dlqOptions) choices() int {
 func (d dlqOptions) selection() (dlq.Selection, error) {
 	switch {
 	case d.MessageID != "":
-		id, err := dlq.ParseMessageID(d.MessageID)
+		id, err := schema.ParseMessageID(d.MessageID)
 		if err != nil {
 			return dlq.Selection{}, fmt.Errorf("--message-id: %w", err)
 		}

@@ -1,0 +1,2 @@
+// Package inbox applies walrelay's messages exactly once per consumer.
+package inbox
