@@ -30,15 +30,9 @@ func Main(m *testing.M, tags ...string) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	Binary = filepath.Join(dir, "walrelay")
-	args := []string{"build", "-race", "-o", Binary}
-	if len(tags) > 0 {
-		args = append(args, "-tags", strings.Join(tags, ","))
-	}
-	build := exec.Command("go", append(args, "github.com/walrelay/walrelay/cmd/walrelay")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "harness: build walrelay:", err)
+	Binary, err = Build(dir, "github.com/walrelay/walrelay/cmd/walrelay", tags...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "harness:", err)
 		return 1
 	}
 	return m.Run()
@@ -57,4 +51,21 @@ func Services(t *testing.T) (pgURL, brokers string) {
 	}
 	t.Fatal("WALRELAY_TEST_PG_URL and WALRELAY_TEST_KAFKA_BROKERS are not set: run `make test`, or `eval \"$(scripts/rig.sh env)\"` after `scripts/rig.sh start`")
 	return "", ""
+}
+
+// Build compiles the main package pkg with -race (and the given build tags)
+// into dir and returns the executable's path: Main builds walrelay with it,
+// the pattern tests the example services.
+func Build(dir, pkg string, tags ...string) (string, error) {
+	out := filepath.Join(dir, filepath.Base(pkg))
+	args := []string{"build", "-race", "-o", out}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	build := exec.Command("go", append(args, pkg)...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build %s: %w", pkg, err)
+	}
+	return out, nil
 }
