@@ -145,6 +145,10 @@ func (in *Inbox) prepareSQL() {
 // waits for the first transaction; when that commits, the second is a
 // duplicate; when it rolls back, the second applies the message.
 //
+// That is READ COMMITTED, PostgreSQL's default. Under REPEATABLE READ or
+// SERIALIZABLE the waiting transaction fails with a serialization error
+// instead, and handling m again (Consume does) finds the duplicate.
+//
 // An error from the commit itself is ambiguous (the commit may have landed);
 // handling m again then finds out, as a duplicate or by applying it.
 func (in *Inbox) Handle(ctx context.Context, db Beginner, m Message, h Handler) (applied bool, err error) {
