@@ -18,4 +18,5 @@
 //	publish          a message was handed to the sink (publish@500: the 500th)
 //	keepalive-reply  a reply to a keepalive that asked for one was sent
 //	reconnect        a session failed and a new one is about to start
+//	inbox-after-commit  package inbox: a record was handled (its transaction committed, or it was a duplicate), its Kafka offset not yet committed
 package failpoint

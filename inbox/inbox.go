@@ -2,39 +2,17 @@ package inbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/schema"
 )
-
-// Message is a walrelay record as a consumer sees it.
-type Message struct {
-	ID            schema.MessageID // ce_id
-	Type          string           // ce_type
-	AggregateType string           // aggregate_type
-	AggregateID   string           // the record key (ce_subject)
-	// AggregateVersion is valid only when HasVersion is true.
-	AggregateVersion int64
-	HasVersion       bool
-	OccurredAt       time.Time // ce_time; zero when absent
-	Payload          []byte    // the record value
-	// Headers are the record's other headers (traceparent, correlation_id,
-	// the application's own), by key.
-	Headers map[string]string
-	// Where the record was read from.
-	Topic     string
-	Partition int
-	Offset    int64
-}
-
-// Parse reads a walrelay record. A record without a valid ce_id cannot be
-// de-duplicated and is an error.
-func Parse(km kafka.Message) (Message, error) { panic("inbox: not implemented yet (issue 6)") }
 
 // Beginner opens a transaction in the consumer's database: *pgxpool.Pool and
 // *pgx.Conn both do.
@@ -67,62 +45,152 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// Inbox applies messages exactly once per consumer.
-type Inbox struct{}
+// Defaults of Config.
+var (
+	defaultTable    = schema.Table{Schema: "public", Name: "inbox_messages"}
+	defaultVersions = schema.Table{Schema: "public", Name: "inbox_aggregate_versions"}
+)
+
+const (
+	defaultBackoffMin = 100 * time.Millisecond
+	defaultBackoffMax = 30 * time.Second
+)
+
+// withDefaults fills the unset fields of c.
+func (c Config) withDefaults() Config {
+	if c.Table == (schema.Table{}) {
+		c.Table = defaultTable
+	}
+	if c.Versions == (schema.Table{}) {
+		c.Versions = defaultVersions
+	}
+	if c.RetryBackoffMin == 0 {
+		c.RetryBackoffMin = defaultBackoffMin
+	}
+	if c.RetryBackoffMax == 0 {
+		c.RetryBackoffMax = max(defaultBackoffMax, c.RetryBackoffMin)
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+// Inbox applies messages exactly once per consumer. It holds no connection
+// and is safe for concurrent use.
+type Inbox struct {
+	c       Config
+	ddl     string
+	log     *zap.Logger
+	metrics *metrics
+	// SQL with the quoted table names.
+	insertSQL, pruneSQL          string
+	versionSQL, versionInsertSQL string
+	versionUpdateSQL             string
+}
 
 // New validates c, registers the metrics and returns an Inbox.
-func New(c Config) (*Inbox, error) { panic("inbox: not implemented yet (issue 6)") }
+func New(c Config) (*Inbox, error) {
+	c = c.withDefaults()
+	if c.ConsumerID == "" {
+		return nil, errors.New("inbox: ConsumerID is required")
+	}
+	if c.RetryBackoffMin < 0 || c.RetryBackoffMax < c.RetryBackoffMin {
+		return nil, fmt.Errorf("inbox: retry backoff from %s to %s: want 0 <= min <= max", c.RetryBackoffMin, c.RetryBackoffMax)
+	}
+	ddl, err := schema.InboxDDL(c.Table, c.Versions)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	m, err := newMetrics(c.Registerer, c.ConsumerID)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	in := &Inbox{
+		c:       c,
+		ddl:     ddl,
+		log:     c.Logger.With(zap.String("consumer", c.ConsumerID)),
+		metrics: m,
+	}
+	in.prepareSQL()
+	return in, nil
+}
 
 // DDL creates the inbox and versions tables; safe to run twice.
-func (in *Inbox) DDL() string { panic("inbox: not implemented yet (issue 6)") }
+func (in *Inbox) DDL() string { return in.ddl }
+
+// prepareSQL writes the statements with the configured, validated tables.
+func (in *Inbox) prepareSQL() {
+	t, v := in.c.Table.Quoted(), in.c.Versions.Quoted()
+	in.insertSQL = `INSERT INTO ` + t + ` (consumer_id, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+	in.pruneSQL = `DELETE FROM ` + t + ` WHERE consumer_id = $1 AND message_id IN (
+		SELECT message_id FROM ` + t + ` WHERE consumer_id = $1 AND processed_at < $2
+		ORDER BY processed_at LIMIT $3)`
+	in.versionSQL = `SELECT version FROM ` + v + `
+		WHERE consumer_id = $1 AND aggregate_type = $2 AND aggregate_id = $3 FOR UPDATE`
+	in.versionInsertSQL = `INSERT INTO ` + v + ` (consumer_id, aggregate_type, aggregate_id, version)
+		VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`
+	in.versionUpdateSQL = `UPDATE ` + v + ` SET version = $4, updated_at = now()
+		WHERE consumer_id = $1 AND aggregate_type = $2 AND aggregate_id = $3 AND version < $4`
+}
 
 // Handle applies m once: in one transaction it inserts (consumer_id,
 // message_id) with ON CONFLICT DO NOTHING; when the row was already there it
 // commits nothing else and returns applied false (a duplicate, counted);
 // otherwise it runs h in the same transaction and commits. When h fails,
 // the inbox row rolls back with the effect, and the error is returned.
+//
+// Two transactions handling the same message at once (a redelivery to a
+// second instance of the consumer) meet at the inbox row: the second insert
+// waits for the first transaction; when that commits, the second is a
+// duplicate; when it rolls back, the second applies the message.
+//
+// That is READ COMMITTED, PostgreSQL's default. Under REPEATABLE READ or
+// SERIALIZABLE the waiting transaction fails with a serialization error
+// instead, and handling m again (Consume does) finds the duplicate.
+//
+// An error from the commit itself is ambiguous (the commit may have landed);
+// handling m again then finds out, as a duplicate or by applying it.
 func (in *Inbox) Handle(ctx context.Context, db Beginner, m Message, h Handler) (applied bool, err error) {
-	panic("inbox: not implemented yet (issue 6)")
+	start := time.Now()
+	applied, err = in.handle(ctx, db, m, h)
+	in.metrics.seconds.Observe(time.Since(start).Seconds())
+	switch {
+	case err != nil:
+		in.metrics.failed.Inc()
+	case !applied:
+		in.metrics.duplicate.Inc()
+		in.log.Info("duplicate message skipped", zap.Stringer("message_id", m.ID),
+			zap.String("topic", m.Topic), zap.Int("partition", m.Partition), zap.Int64("offset", m.Offset))
+	default:
+		in.metrics.applied.Inc()
+	}
+	return applied, err
 }
 
-// Consume reads r (a kafka.Reader with a GroupID) until ctx ends: for each
-// record it parses, handles (retrying a failed handler with backoff, the
-// partition waiting), and only after the database commit commits the Kafka
-// offset. A crash between the two redelivers the record; Handle recognises
-// it. A record that is not a walrelay message stops Consume with an error
-// naming its topic, partition and offset: it is never skipped silently.
-func (in *Inbox) Consume(ctx context.Context, r *kafka.Reader, db Beginner, h Handler) error {
-	panic("inbox: not implemented yet (issue 6)")
-}
-
-// Prune deletes inbox rows of this consumer older than olderThan, batch rows
-// at a time with pause between batches, and returns how many it deleted.
-// olderThan must exceed the longest time a message can be delivered again:
-// Kafka's retention on the topics (a consumer group reset to the earliest
-// offset rereads all of it) and the relay's replays.
-func (in *Inbox) Prune(ctx context.Context, db Beginner, olderThan time.Duration, batch int, pause time.Duration) (int64, error) {
-	panic("inbox: not implemented yet (issue 6)")
-}
-
-// Order is where a message's aggregate version stands against the last one
-// this consumer applied for the aggregate.
-type Order int
-
-const (
-	// First: no version of the aggregate was applied before.
-	First Order = iota
-	// Next: exactly one more than the last applied.
-	Next
-	// Stale: not newer than the last applied (an old or repeated version).
-	Stale
-	// Gap: newer than the last applied plus one; versions are missing.
-	Gap
-)
-
-// CheckVersion compares m's aggregate version with the last one applied for
-// its aggregate by this consumer, in tx, and records m's version when it is
-// First, Next or Gap (never moving backwards). A message without a version
-// is an error.
-func (in *Inbox) CheckVersion(ctx context.Context, tx pgx.Tx, m Message) (Order, error) {
-	panic("inbox: not implemented yet (issue 6)")
+// handle is Handle without the counting.
+func (in *Inbox) handle(ctx context.Context, db Beginner, m Message, h Handler) (bool, error) {
+	if h == nil {
+		return false, errors.New("inbox: nil handler")
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("message %s: begin: %w", m.ID, err)
+	}
+	// A duplicate ends here, with nothing to commit; after Commit it does nothing.
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the error that matters is returned below
+	tag, err := tx.Exec(ctx, in.insertSQL, in.c.ConsumerID, pgtype.UUID{Bytes: m.ID, Valid: true})
+	if err != nil {
+		return false, fmt.Errorf("message %s: insert into inbox %s: %w", m.ID, in.c.Table, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return false, nil
+	}
+	if err := h(ctx, tx, m); err != nil {
+		return false, fmt.Errorf("message %s: handler: %w", m.ID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("message %s: commit: %w", m.ID, err)
+	}
+	return true, nil
 }
