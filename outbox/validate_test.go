@@ -38,7 +38,9 @@ func TestPrepareRefusesBadMessages(t *testing.T) {
 		{"bytes payload not JSON", func(m *Message) { m.Payload = []byte("hello") }, FieldPayload, "not valid JSON"},
 		{"empty raw payload", func(m *Message) { m.Payload = json.RawMessage(nil) }, FieldPayload, "not valid JSON"},
 		{"payload over limit", func(m *Message) { m.Payload = strings.Repeat("x", 63) }, FieldPayload, "is 65 bytes, over the limit of 64"},
-		{"jsonb form over limit", func(m *Message) { m.Payload = json.RawMessage(`[1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2]`) }, FieldPayload, "is 96 bytes, over the limit of 64"},
+		{"jsonb form over limit", func(m *Message) {
+			m.Payload = json.RawMessage(`[1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2]`)
+		}, FieldPayload, "is 96 bytes, over the limit of 64"},
 		{"empty header key", func(m *Message) { m.Headers = map[string]string{"": "x"} }, FieldHeaders, "empty key"},
 		{"header value not UTF-8", func(m *Message) { m.Headers = map[string]string{"k": "\xc3"} }, FieldHeaders, `value of "k" is not valid UTF-8`},
 		{"header key with NUL", func(m *Message) { m.Headers = map[string]string{"k\x00": "v"} }, FieldHeaders, "NUL"},
