@@ -125,6 +125,13 @@ func (c Config) withDefaults() Config {
 // a statement: a call of more than 7,281 messages takes one statement per
 // 7,281, still all in tx.)
 //
+// The rows' parameters take the types of their columns (so the payload
+// column may be jsonb, json, text or bytea), which takes a statement the
+// server has described: on a connection whose DefaultQueryExecMode is
+// QueryExecModeExec or QueryExecModeSimpleProtocol (say for PgBouncer),
+// Write runs its statement in QueryExecModeDescribeExec, the extended
+// protocol with an unnamed statement, at the cost of one more round trip.
+//
 // A validation failure is a *ValidationError naming the message and the
 // field; any other error is the database's, and leaves tx aborted. Either
 // way the caller rolls back.
@@ -142,10 +149,11 @@ func (w *Writer) Write(ctx context.Context, tx pgx.Tx, msgs ...*Message) error {
 	for i, m := range msgs {
 		m.ID = rows[i].id
 	}
+	mode := execMode(tx)
 	for start := 0; start < len(rows); start += maxRowsPerStatement {
 		chunk := rows[start:min(start+maxRowsPerStatement, len(rows))]
-		if _, err := tx.Exec(ctx, w.insert.forRows(len(chunk)), args(chunk)...); err != nil {
-			return fmt.Errorf("outbox: insert %d messages into %s: %w", len(chunk), w.insert.table, err)
+		if _, err := tx.Exec(ctx, w.insert.forRows(len(chunk)), args(mode, chunk)...); err != nil {
+			return fmt.Errorf("outbox: insert into %s: %w", w.insert.table, err)
 		}
 	}
 	return nil

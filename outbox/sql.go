@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -61,9 +63,31 @@ func (s insertSQL) forRows(n int) string {
 	return b.String()
 }
 
-// args are the parameters of forRows(len(rows)), in schema.Field order.
-func args(rows []row) []any {
-	a := make([]any, 0, len(rows)*paramsPerRow)
+// execMode is the pgx.QueryExecMode Write passes to tx.Exec, or nil to
+// keep the connection's. The parameters of the statement must take their
+// types from the columns: []byte is JSON text for a jsonb column and raw
+// bytes for a bytea one. The modes that do not describe the statement
+// (Exec and SimpleProtocol) type them from the Go values instead, which
+// fails for jsonb, so Write describes it then.
+func execMode(tx pgx.Tx) any {
+	conn := tx.Conn()
+	if conn == nil {
+		return nil
+	}
+	switch conn.Config().DefaultQueryExecMode {
+	case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
+		return pgx.QueryExecModeDescribeExec
+	}
+	return nil
+}
+
+// args are the parameters of forRows(len(rows)), in schema.Field order,
+// after mode when it is not nil.
+func args(mode any, rows []row) []any {
+	a := make([]any, 0, 1+len(rows)*paramsPerRow)
+	if mode != nil {
+		a = append(a, mode)
+	}
 	for _, r := range rows {
 		a = append(a, [16]byte(r.id), r.aggregateType, r.aggregateID, r.version, r.typ,
 			r.payload, r.headers, r.occurredAt, r.topic)
