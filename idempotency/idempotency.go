@@ -114,6 +114,9 @@ func (s *Store) Do(ctx context.Context, db Beginner, key string, fingerprint []b
 	if err := checkKey(key); err != nil {
 		return nil, false, err
 	}
+	if db == nil || fn == nil {
+		return nil, false, errors.New("idempotency: nil database or command")
+	}
 	if fingerprint == nil {
 		fingerprint = []byte{}
 	}
