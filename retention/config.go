@@ -9,7 +9,7 @@ import (
 )
 
 // MinRetention is the shortest retention period a Pruner accepts: a shorter
-// one is a mistake (a forgotten unit), not a policy.
+// one is a mistake, not a policy.
 const MinRetention = time.Minute
 
 // Config says which rows to prune and how gently.

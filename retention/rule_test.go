@@ -74,7 +74,7 @@ func TestConfigDefaultsAndRefusals(t *testing.T) {
 	}{
 		{"no retention", func(c *Config) { c.Retention = 0 }, "required"},
 		{"negative retention", func(c *Config) { c.Retention = -time.Hour }, "required"},
-		{"a forgotten unit", func(c *Config) { c.Retention = 168 }, "under 1m0s"},
+		{"seconds", func(c *Config) { c.Retention = 59 * time.Second }, "under 1m0s"},
 		{"negative batch", func(c *Config) { c.Batch = -1 }, "not positive"},
 		{"hostile column", func(c *Config) { c.OccurredAt = "x; DROP TABLE y" }, "occurred_at column"},
 		{"hostile table", func(c *Config) { c.Table.Name = `a"b` }, "table"},
