@@ -102,7 +102,15 @@ func pruneSummary(rc retention.Config, r retention.Result) string {
 	if r.DryRun {
 		verb = "dry run: would prune"
 	}
-	return fmt.Sprintf("%s %d rows from %s in %d batches (%s before %s, inserted before xid %d); slot %q confirmed %s, mark %s; took %s",
-		verb, r.Deleted, rc.Table, r.Batches, rc.OccurredAt, r.Mark.Cutoff.UTC().Format(time.RFC3339), r.Mark.Xmin,
+	return fmt.Sprintf("%s %s from %s in %s (%s before %s, inserted before xid %d); slot %q confirmed %s, mark %s; took %s",
+		verb, count(r.Deleted, "row", "rows"), rc.Table, count(int64(r.Batches), "batch", "batches"), rc.OccurredAt, r.Mark.Cutoff.UTC().Format(time.RFC3339), r.Mark.Xmin,
 		rc.Slot, r.Confirmed, r.Mark.InsertLSN, r.Took.Round(time.Millisecond))
+}
+
+// count is "1 row" or "2 rows".
+func count(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
