@@ -40,7 +40,7 @@ type NotConfirmedError struct {
 
 func (e *NotConfirmedError) Error() string {
 	return fmt.Sprintf("slot %q confirmed %s, not yet past %s after %s: is walrelay running?",
-		e.Slot, e.Confirmed, e.Want, e.Waited.Round(time.Millisecond))
+		e.Slot, e.Confirmed, e.Want, e.Waited.Round(time.Second))
 }
 
 // passed decides from one reading of the slot whether it has confirmed
