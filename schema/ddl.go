@@ -45,6 +45,11 @@ func (c Config) DeadLetterTable() Table {
 	return Table{Schema: c.Table.Schema, Name: c.Table.Name + "_dead_letters"}
 }
 
+// occurredAtIndex names the outbox table's index on its occurred_at column,
+// which `walrelay prune` uses: the table's name with _occurred_at, in the
+// table's schema (PostgreSQL cuts a name over 63 bytes to 63).
+func (c Config) occurredAtIndex() string { return c.Table.Name + "_occurred_at" }
+
 // DefaultConfig is the contract as `walrelay schema` prints it by default.
 func DefaultConfig() Config {
 	return Config{
@@ -78,8 +83,8 @@ func (c Config) Validate() error {
 	return c.Columns.Validate()
 }
 
-// DDL is the SQL that creates the outbox table, its publication and the
-// dead-letter table, for `walrelay schema` and for applications'
+// DDL is the SQL that creates the outbox table, its index on occurred_at,
+// its publication and the dead-letter table, for `walrelay schema` and for applications'
 // migrations. Running it twice is safe for the tables (IF NOT EXISTS);
 // CREATE PUBLICATION has no such clause, so it is wrapped in a check.
 func DDL(c Config) (string, error) {
@@ -128,6 +133,8 @@ func templateData(c Config) map[string]string {
 		"Payload":          q(c.Columns.Payload),
 		"Headers":          q(c.Columns.Headers),
 		"OccurredAt":       q(c.Columns.OccurredAt),
+		"OccurredAtName":   c.Columns.OccurredAt,
+		"OccurredAtIndex":  q(c.occurredAtIndex()),
 		"Topic":            q(c.Columns.Topic),
 		"DeadLetters":      c.DeadLetterTable().Quoted(),
 		"DeadLettersIndex": q(c.DeadLetterTable().Name + "_parked"),

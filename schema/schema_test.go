@@ -103,6 +103,7 @@ func TestDDLUsesConfiguredNames(t *testing.T) {
 		`"order_id"      text        NOT NULL CHECK ("order_id" <> '')`,
 		`CREATE PUBLICATION "pub_events" FOR TABLE "app"."events" WITH (publish = 'insert')`,
 		`pubname = 'pub_events'`,
+		`CREATE INDEX IF NOT EXISTS "events_occurred_at" ON "app"."events" ("occurred_at");`,
 	} {
 		if !strings.Contains(ddl, want) {
 			t.Errorf("DDL lacks %q:\n%s", want, ddl)
@@ -152,5 +153,24 @@ func TestDeadLetterDDLIsTheDeadLetterPartOfDDL(t *testing.T) {
 	c.DeadLetters = Table{Name: "x;y"}
 	if _, err := DeadLetterDDL(c); err == nil {
 		t.Error("DeadLetterDDL rendered a hostile table name")
+	}
+}
+
+// The retention index follows the configured table and column, and comes
+// after the table it indexes.
+func TestDDLIndexesOccurredAt(t *testing.T) {
+	c := DefaultConfig()
+	c.Columns.OccurredAt = "event_time"
+	ddl, err := DDL(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `CREATE INDEX IF NOT EXISTS "outbox_messages_occurred_at" ON "public"."outbox_messages" ("event_time");`
+	idx, table := strings.Index(ddl, want), strings.Index(ddl, `CREATE TABLE IF NOT EXISTS "public"."outbox_messages" (`)
+	if idx < 0 || table < 0 || idx < table {
+		t.Errorf("DDL: index at %d, table at %d; want %q after the table:\n%s", idx, table, want, ddl)
+	}
+	if n := strings.Count(ddl, "CREATE INDEX"); n != 2 {
+		t.Errorf("DDL has %d CREATE INDEX; want 2 (occurred_at, parked dead letters)", n)
 	}
 }

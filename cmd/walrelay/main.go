@@ -47,6 +47,8 @@ Usage:
   walrelay schema   [flags]   print the outbox DDL for your migrations
   walrelay dlq      list|retry|discard [flags]
                               the dead-letter table: list parked messages, publish them again, discard them
+  walrelay prune    --retention 168h [flags]
+                              delete outbox rows older than the period that the slot has confirmed, in batches
   walrelay version            print the version
 
 Every flag has an environment variable: --slot is WALRELAY_SLOT, and so on.
@@ -73,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDLQ(ctx, rest, stdout, stderr)
 	case "schema":
 		return runSchema(rest, stdout, stderr)
+	case "prune":
+		return runPrune(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "walrelay", version())
 		return nil

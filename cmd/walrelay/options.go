@@ -46,6 +46,17 @@ type options struct {
 	KafkaRetryMax       time.Duration
 	Columns             schema.Columns
 	DLQ                 dlqOptions
+	Prune               pruneOptions
+}
+
+// pruneOptions are the flags of `walrelay prune`. Other verbs accept and
+// ignore them.
+type pruneOptions struct {
+	Retention time.Duration
+	Batch     int
+	Pause     time.Duration
+	Wait      time.Duration
+	DryRun    bool
 }
 
 // dlqOptions select and filter dead letters for `walrelay dlq`. Other verbs
@@ -163,6 +174,7 @@ func parseOptions(verb string, args []string, stderr io.Writer) (options, error)
 	f.str(&o.Columns.OccurredAt, "column-occurred-at", cols.OccurredAt, "column holding the event time")
 	f.str(&o.Columns.Topic, "column-topic", cols.Topic, "column holding an explicit topic")
 	f.dlq(&o.DLQ)
+	f.prune(&o.Prune)
 	if err := f.fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return o, errHelp
@@ -192,6 +204,15 @@ func (f *flags) dlq(d *dlqOptions) {
 	f.str(&d.Status, "status", "parked", "dlq list: parked or discarded")
 	f.int(&d.Limit, "limit", 1000, "dlq list: at most this many rows")
 	f.boolean(&d.All, "all", false, "dlq retry and discard: every parked message")
+}
+
+// prune binds the flags of `walrelay prune`.
+func (f *flags) prune(p *pruneOptions) {
+	f.dur(&p.Retention, "retention", 0, "prune: keep outbox rows this long after their occurred_at, e.g. 168h (required, at least 1m)")
+	f.int(&p.Batch, "prune-batch", 1000, "prune: rows deleted per batch, each batch its own transaction")
+	f.dur(&p.Pause, "prune-pause", 100*time.Millisecond, "prune: pause between batches")
+	f.dur(&p.Wait, "prune-wait", time.Minute, "prune: how long to wait for the slot to confirm the current WAL position before giving up (deleting nothing)")
+	f.boolean(&p.DryRun, "dry-run", false, "prune: count the rows that would be deleted, delete nothing")
 }
 
 // schemaConfig validates the names of the outbox contract.

@@ -12,6 +12,8 @@ CREATE TABLE IF NOT EXISTS "public"."outbox_messages" (
     "occurred_at"       timestamptz NOT NULL DEFAULT now(),
     "topic"            text
 );
+-- For retention: `walrelay prune` finds old rows by occurred_at.
+CREATE INDEX IF NOT EXISTS "outbox_messages_occurred_at" ON "public"."outbox_messages" ("occurred_at");
 
 -- Insert-only, and for the outbox table alone: walrelay publishes inserts,
 -- so deleting published rows (retention) never reaches Kafka.

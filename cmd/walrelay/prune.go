@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/walrelay/walrelay/retention"
+	"github.com/walrelay/walrelay/slot"
+)
+
+// runPrune deletes outbox rows older than --retention whose transactions
+// the slot has confirmed (see package retention), and prints one summary
+// line. The slot not confirming in time is an error (exit 1), with nothing
+// deleted. SIGINT or SIGTERM stops it after the batch in progress.
+func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, log, ok, err := parseWithLogger("prune", args, stderr)
+	if !ok {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
+	if err := checkPruneUsage(o.Prune, stderr); err != nil {
+		return err
+	}
+	cfg, err := o.slotConfig()
+	if err != nil {
+		return err
+	}
+	rc, err := o.retentionConfig(cfg)
+	if err != nil {
+		return err
+	}
+	conn, err := slot.Connect(ctx, cfg)
+	if err != nil {
+		return oneLine(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	p, err := retention.New(rc, conn, log)
+	if err != nil {
+		return err
+	}
+	res, err := p.Run(ctx)
+	if res.Confirmed != 0 { // past the wait: say what was done, even when stopped
+		fmt.Fprintln(stdout, pruneSummary(rc, res))
+	}
+	return err
+}
+
+// checkPruneUsage refuses a missing or tiny retention period before
+// connecting: exit 2.
+func checkPruneUsage(p pruneOptions, stderr io.Writer) error {
+	var problem string
+	switch {
+	case p.Retention <= 0:
+		problem = "--retention (WALRELAY_RETENTION) is required: how long to keep outbox rows, e.g. 168h"
+	case p.Retention < retention.MinRetention:
+		problem = fmt.Sprintf("--retention %s is under %s", p.Retention, retention.MinRetention)
+	case p.Batch < 1:
+		problem = fmt.Sprintf("--prune-batch %d: want at least 1", p.Batch)
+	case p.Wait < 0 || p.Pause < 0:
+		problem = "--prune-wait and --prune-pause must not be negative"
+	}
+	if problem == "" {
+		return nil
+	}
+	fmt.Fprintf(stderr, "walrelay prune: %s\nRun 'walrelay prune -h' for the flags.\n", problem)
+	return errUsage
+}
+
+// retentionConfig is the pruner's configuration from the options. A zero
+// --prune-pause or --prune-wait means none (the package's zero means its
+// default).
+func (o options) retentionConfig(cfg slot.Config) (retention.Config, error) {
+	sc, err := o.schemaConfig()
+	if err != nil {
+		return retention.Config{}, err
+	}
+	rc := retention.Config{
+		Table:      sc.Table,
+		OccurredAt: sc.Columns.OccurredAt,
+		Slot:       cfg.Slot,
+		Retention:  o.Prune.Retention,
+		Batch:      o.Prune.Batch,
+		Pause:      o.Prune.Pause,
+		Wait:       o.Prune.Wait,
+		DryRun:     o.Prune.DryRun,
+	}
+	if rc.Pause == 0 {
+		rc.Pause = -1
+	}
+	if rc.Wait == 0 {
+		rc.Wait = -1
+	}
+	return rc, nil
+}
+
+// pruneSummary is the line prune prints: what went, from where, up to
+// which mark, and how long it took.
+func pruneSummary(rc retention.Config, r retention.Result) string {
+	verb := "pruned"
+	if r.DryRun {
+		verb = "dry run: would prune"
+	}
+	return fmt.Sprintf("%s %s from %s in %s (%s before %s, inserted before xid %d); slot %q confirmed %s, mark %s; took %s",
+		verb, count(r.Deleted, "row", "rows"), rc.Table, count(int64(r.Batches), "batch", "batches"), rc.OccurredAt, r.Mark.Cutoff.UTC().Format(time.RFC3339), r.Mark.Xmin,
+		rc.Slot, r.Confirmed, r.Mark.InsertLSN, r.Took.Round(time.Millisecond))
+}
+
+// count is "1 row" or "2 rows".
+func count(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walrelay/walrelay/retention"
+	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/slot"
+)
+
+func TestPruneOptionsFromEnvironmentAndFlags(t *testing.T) {
+	t.Setenv("WALRELAY_RETENTION", "168h")
+	t.Setenv("WALRELAY_PRUNE_BATCH", "50")
+	t.Setenv("WALRELAY_PRUNE_WAIT", "3s")
+	var errOut bytes.Buffer
+	o, err := parseOptions("prune", []string{"--prune-pause", "1s", "--dry-run", "--prune-batch", "70",
+		"--table", "app.events", "--column-occurred-at", "event_time", "--slot", "s1"}, &errOut)
+	if err != nil {
+		t.Fatalf("parseOptions: %v\n%s", err, errOut.String())
+	}
+	rc, err := o.retentionConfig(o.mustSlotConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := retention.Config{Table: schema.Table{Schema: "app", Name: "events"}, OccurredAt: "event_time", Slot: "s1",
+		Retention: 168 * time.Hour, Batch: 70, Pause: time.Second, Wait: 3 * time.Second, DryRun: true}
+	if rc != want {
+		t.Errorf("retention config: got %+v; want %+v (the flag wins over the environment)", rc, want)
+	}
+}
+
+func TestPruneOptionDefaults(t *testing.T) {
+	o, err := parseOptions("prune", []string{"--retention", "24h"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := o.Prune
+	if p.Batch != 1000 || p.Pause != 100*time.Millisecond || p.Wait != time.Minute || p.DryRun {
+		t.Errorf("defaults: got %+v; want batch 1000, pause 100ms, wait 1m, no dry run", p)
+	}
+	o, err = parseOptions("prune", []string{"--retention", "24h", "--prune-pause", "0", "--prune-wait", "0"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := o.retentionConfig(o.mustSlotConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Pause >= 0 || rc.Wait >= 0 {
+		t.Errorf("zero pause and wait: got pause %s, wait %s; want negative (none; the package's zero is its default)", rc.Pause, rc.Wait)
+	}
+}
+
+// mustSlotConfig is o's slot configuration with a URL that points nowhere.
+func (o options) mustSlotConfig(t *testing.T) slot.Config {
+	t.Helper()
+	o.PostgresURL = "postgres://127.0.0.1:1/x"
+	cfg, err := o.slotConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// A command line prune cannot run with is exit 2, before any connection
+// (the URL points nowhere).
+func TestPruneUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		problem string
+	}{
+		{nil, "--retention (WALRELAY_RETENTION) is required"},
+		{[]string{"--retention", "168"}, `invalid value "168" for flag -retention`}, // no unit
+		{[]string{"--retention", "30s"}, "--retention 30s is under 1m0s"},
+		{[]string{"--retention", "-1h"}, "is required"},
+		{[]string{"--retention", "1h", "--prune-batch", "0"}, "--prune-batch 0"},
+		{[]string{"--retention", "1h", "--prune-wait", "-1s"}, "must not be negative"},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"prune", "--postgres-url", "postgres://127.0.0.1:1/x"}, tc.args...)
+		err := run(context.Background(), args, &out, &errOut)
+		if !errors.Is(err, errUsage) || !strings.Contains(errOut.String(), tc.problem) {
+			t.Errorf("prune %q: got %v, stderr %q; want a usage error saying %q", tc.args, err, errOut.String(), tc.problem)
+		}
+		if out.Len() != 0 {
+			t.Errorf("prune %q printed %q on stdout; want nothing", tc.args, out.String())
+		}
+	}
+}
+
+func TestPruneBadEnvironmentValueIsAnError(t *testing.T) {
+	t.Setenv("WALRELAY_PRUNE_WAIT", "soon")
+	err := run(context.Background(), []string{"prune", "--retention", "1h"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || errors.Is(err, errUsage) || !strings.Contains(err.Error(), "WALRELAY_PRUNE_WAIT") {
+		t.Fatalf("err = %v; want one naming WALRELAY_PRUNE_WAIT", err)
+	}
+}
+
+func TestPruneWithoutPostgresURLIsAnError(t *testing.T) {
+	t.Setenv("WALRELAY_POSTGRES_URL", "")
+	err := run(context.Background(), []string{"prune", "--retention", "1h"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "--postgres-url") {
+		t.Fatalf("err = %v; want one asking for --postgres-url", err)
+	}
+}
+
+func TestPruneSummary(t *testing.T) {
+	rc := retention.Config{Table: schema.Table{Schema: "public", Name: "outbox_messages"}, OccurredAt: "occurred_at", Slot: "walrelay"}
+	r := retention.Result{
+		Mark:      retention.Mark{Xmin: 1234, InsertLSN: 0x16B3700, Cutoff: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)},
+		Confirmed: 0x16B3748, Deleted: 2500, Batches: 3, Took: 1234567 * time.Microsecond,
+	}
+	want := `pruned 2500 rows from public.outbox_messages in 3 batches (occurred_at before 2025-03-01T12:00:00Z, inserted before xid 1234); slot "walrelay" confirmed 0/16B3748, mark 0/16B3700; took 1.235s`
+	if got := pruneSummary(rc, r); got != want {
+		t.Errorf("summary:\n got %s\nwant %s", got, want)
+	}
+	r.DryRun, r.Deleted, r.Batches = true, 1, 1
+	if got, want := pruneSummary(rc, r), "dry run: would prune 1 row from public.outbox_messages in 1 batch ("; !strings.HasPrefix(got, want) {
+		t.Errorf("dry-run summary: got %s; want it to start with %q", got, want)
+	}
+}

@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walrelay/walrelay/test/harness"
+)
+
+// TestPruneDeletesOnlyPublishedOldRows runs `walrelay prune` against a
+// stopped and then a running relay: while nothing has confirmed the old
+// rows, prune fails and deletes nothing; once walrelay has published them,
+// prune deletes exactly the rows older than the period (in batches), keeps
+// the new ones, and every deleted row's message is in Kafka.
+func TestPruneDeletesOnlyPublishedOldRows(t *testing.T) {
+	f := harness.New(t, "order")
+	f.WalrelayOK("init")
+	oldIDs, _ := insertAged(t, f, "old", 30, 2*time.Hour)
+	newIDs, xid := insertAged(t, f, "new", 10, 0)
+
+	stdout, stderr, code := f.Walrelay("prune", "--retention", "1h", "--prune-wait", "3s")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "not yet past") || !strings.Contains(stderr, "is walrelay running?") {
+		t.Errorf("prune with the relay stopped: exit %d, stdout %q; want exit 1, no summary, and the slot's position in the error:\n%s", code, stdout, stderr)
+	}
+	if n := len(f.OutboxRows()); n != 40 {
+		t.Fatalf("rows after the refused prune: %d; want all 40", n)
+	}
+
+	r := f.Run("--heartbeat-interval", "1s")
+	r.WaitStarted()
+	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
+	harness.AssertClean(t, f.Verify(f.OutboxRows()), 0)
+	awaitSnapshotPast(t, f, xid)
+
+	out := f.WalrelayOK("prune", "--retention", "1h", "--prune-wait", "30s", "--dry-run")
+	if !strings.HasPrefix(out, "dry run: would prune 30 rows from public."+f.Table+" in 1 batch (") || len(f.OutboxRows()) != 40 {
+		t.Errorf("dry run said %q and left %d rows; want 30 rows in 1 batch, and all 40 left", out, len(f.OutboxRows()))
+	}
+	out = f.WalrelayOK("prune", "--retention", "1h", "--prune-wait", "30s", "--prune-batch", "7", "--prune-pause", "10ms")
+	if !strings.HasPrefix(out, "pruned 30 rows from public."+f.Table+" in 5 batches (") || strings.Count(out, "\n") != 1 {
+		t.Errorf("prune said %q; want one line starting \"pruned 30 rows ... in 5 batches\" (7+7+7+7+2)", out)
+	}
+	t.Logf("walrelay prune: %s", strings.TrimSpace(out))
+	var left []string
+	for _, row := range f.OutboxRows() {
+		left = append(left, row.ID)
+	}
+	sort.Strings(left)
+	sort.Strings(newIDs)
+	if fmt.Sprint(left) != fmt.Sprint(newIDs) {
+		t.Errorf("rows left: %v; want exactly the %d new ones %v (the %d old ones gone)", left, len(newIDs), newIDs, len(oldIDs))
+	}
+	r.Running()
+}
+
+// insertAged commits n rows, each its own aggregate at version 1, whose
+// occurred_at is age ago, and returns their ids and the transaction's xid.
+func insertAged(t *testing.T, f *harness.Fixture, prefix string, n int, age time.Duration) ([]string, uint64) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := f.DB.Begin(ctx)
+	harness.Must(t, err, "begin")
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
+	rows, err := tx.Query(ctx, `INSERT INTO `+f.Table+` (message_id, aggregate_type, aggregate_id, aggregate_version, type, payload, occurred_at)
+		SELECT gen_random_uuid(), 'order', $1 || '-' || g, 1, 'order.submitted.v1', jsonb_build_object('n', g),
+			now() - $3::bigint * interval '1 microsecond'
+		FROM generate_series(1, $2) g RETURNING message_id::text`, f.ID+"-"+prefix, n, age.Microseconds())
+	harness.Must(t, err, "insert %d %s rows", n, prefix)
+	var ids []string
+	for rows.Next() {
+		var id string
+		harness.Must(t, rows.Scan(&id), "scan id")
+		ids = append(ids, id)
+	}
+	harness.Must(t, rows.Err(), "insert %d %s rows", n, prefix)
+	var s string
+	harness.Must(t, tx.QueryRow(ctx, "SELECT pg_current_xact_id()::text").Scan(&s), "read the xid")
+	harness.Must(t, tx.Commit(ctx), "commit %s rows", prefix)
+	xid, err := strconv.ParseUint(s, 10, 64)
+	harness.Must(t, err, "parse xid %q", s)
+	return ids, xid
+}
+
+// awaitSnapshotPast waits until no transaction older than xid runs on the
+// server (tests of other packages share it): only then are the rows of xid
+// and before the next prune's to delete.
+func awaitSnapshotPast(t *testing.T, f *harness.Fixture, xid uint64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var s string
+		harness.Must(t, f.DB.QueryRow(context.Background(), "SELECT pg_snapshot_xmin(pg_current_snapshot())::text").Scan(&s), "read xmin")
+		xmin, err := strconv.ParseUint(s, 10, 64)
+		harness.Must(t, err, "parse xmin %q", s)
+		if xmin > xid {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshot xmin %d after 30s; want it past %d (a long transaction elsewhere on the server)", xmin, xid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
