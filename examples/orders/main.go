@@ -144,4 +144,3 @@ func newLogger(w io.Writer) *zap.Logger {
 	sink := zapcore.Lock(zapcore.AddSync(w))
 	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(ec), sink, zap.InfoLevel), zap.ErrorOutput(sink))
 }
-
