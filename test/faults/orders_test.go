@@ -56,12 +56,15 @@ func TestShopBusinessOutcome(t *testing.T) {
 	relay.WaitStarted()
 
 	load := shopSubmitAsync(svc.addr, shopOrders)
-	relayKills := 0
+	var killedAt []int64 // orders submitted at each relay kill
 	for _, at := range []int64{shopOrders * 3 / 10, shopOrders * 65 / 100} {
 		load.waitProgress(t, at, time.Minute)
+		if load.ended() {
+			t.Errorf("the load ended before relay kill %d: the kill is not under load", len(killedAt)+1)
+		}
 		relay.Running()
 		relay.Kill()
-		relayKills++
+		killedAt = append(killedAt, load.progress.Load())
 		time.Sleep(200 * time.Millisecond)
 		relay = f.Run()
 		relay.WaitStarted()
@@ -99,9 +102,9 @@ func TestShopBusinessOutcome(t *testing.T) {
 		t.Errorf("duplicates recognised = %d; want at least %d (two groups x %d records + 1 redelivery - %d applied)",
 			duplicates, min, rep.Delivered, shopOrders)
 	}
-	t.Logf("%s: orders %d, replayed HTTP requests %d (of %d retried orders, %d key reuses refused), outbox rows %d, Kafka records %d (%d duplicates), reservations %d, duplicates recognised %d, relay kills %d, consumer kills 1, run time %s",
+	t.Logf("%s: orders %d, replayed HTTP requests %d (of %d retried orders, %d key reuses refused), outbox rows %d, Kafka records %d (%d duplicates), reservations %d, duplicates recognised %d, relay kills %d (at %v orders submitted), consumer kills 1, run time %s",
 		t.Name(), len(res.orders), res.replays, res.retried, res.refused, len(rows), rep.Delivered, rep.Duplicates,
-		reservations, duplicates, relayKills, time.Since(began).Round(time.Millisecond))
+		reservations, duplicates, len(killedAt), killedAt, time.Since(began).Round(time.Millisecond))
 }
 
 // shopBuild builds the two example services (with failpoints) at once.
@@ -570,6 +573,16 @@ func (l *shopLoad) reuse(o shopOrder) error {
 	return nil
 }
 
+// ended reports whether every order was submitted.
+func (l *shopLoad) ended() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // waitProgress waits until at least n orders were submitted (or all were).
 func (l *shopLoad) waitProgress(t *testing.T, n int64, within time.Duration) {
 	t.Helper()
@@ -624,6 +637,8 @@ func (r shopResult) byOrderID(t *testing.T) map[string]int {
 func (s *shopShop) checkOrders(t *testing.T, res shopResult) {
 	t.Helper()
 	by := res.byOrderID(t)
+	bad := &shopProblems{what: "orders"}
+	defer bad.report(t)
 	rows, err := s.f.DB.Query(context.Background(), "SELECT order_id::text, customer_email, items::text FROM "+s.orders)
 	harness.Must(t, err, "read the orders")
 	n := 0
@@ -633,12 +648,12 @@ func (s *shopShop) checkOrders(t *testing.T, res shopResult) {
 		n++
 		i, ok := by[id]
 		if !ok {
-			t.Errorf("order %s in the table was answered to no key", id)
+			bad.add("order %s in the table was answered to no key", id)
 			continue
 		}
 		want := shopNewOrder(res.run, i)
 		if !strings.Contains(want.body, `"customer_email":"`+email+`"`) || !shopSameItems(t, want.body, items) {
-			t.Errorf("order %s = %s %s; want the body %s", id, email, items, want.body)
+			bad.add("order %s = %s %s; want the body %s", id, email, items, want.body)
 		}
 	}
 	harness.Must(t, rows.Err(), "read the orders")
@@ -671,15 +686,17 @@ func (s *shopShop) checkOutbox(t *testing.T, res shopResult, rows []harness.Row)
 	if len(rows) != shopOrders {
 		t.Errorf("outbox rows = %d; want %d", len(rows), shopOrders)
 	}
+	bad := &shopProblems{what: "outbox rows"}
+	defer bad.report(t)
 	seen := map[string]bool{}
 	for _, r := range rows {
 		i, ok := by[r.AggregateID]
 		switch {
 		case !ok:
-			t.Errorf("outbox row %s: aggregate %q is no answered order", r.ID, r.AggregateID)
+			bad.add("outbox row %s: aggregate %q is no answered order", r.ID, r.AggregateID)
 			continue
 		case seen[r.AggregateID]:
-			t.Errorf("order %s has more than one outbox row", r.AggregateID)
+			bad.add("order %s has more than one outbox row", r.AggregateID)
 		}
 		seen[r.AggregateID] = true
 		o := shopNewOrder(res.run, i)
@@ -688,7 +705,7 @@ func (s *shopShop) checkOutbox(t *testing.T, res shopResult, rows []harness.Row)
 		if r.ID != res.orders[i].MessageID || r.AggregateType != orderevents.AggregateType || r.Type != orderevents.TypeSubmitted ||
 			r.Version == nil || *r.Version != 1 || sub.OrderID != r.AggregateID || r.Headers["correlation_id"] != o.request ||
 			r.Headers["traceparent"] != o.traceparent {
-			t.Errorf("outbox row %+v (payload %s); want message id %s, type %s, version 1, correlation_id %s, traceparent %s",
+			bad.add("outbox row %+v (payload %s); want message id %s, type %s, version 1, correlation_id %s, traceparent %s",
 				r, r.Payload, res.orders[i].MessageID, orderevents.TypeSubmitted, o.request, o.traceparent)
 		}
 	}
@@ -711,6 +728,8 @@ func (s *shopShop) checkReservations(t *testing.T) int {
 	harness.Must(t, rows.Err(), "read the orders")
 	rows, err = s.wh.Query(ctx, "SELECT order_id::text, items::text FROM reservations")
 	harness.Must(t, err, "read the reservations")
+	bad := &shopProblems{what: "reservations"}
+	defer bad.report(t)
 	count := map[string]int{}
 	n := 0
 	for rows.Next() {
@@ -719,13 +738,13 @@ func (s *shopShop) checkReservations(t *testing.T) int {
 		n++
 		count[id]++
 		if want, ok := orders[id]; !ok || items != want {
-			t.Errorf("reservation of order %s with items %s; the order has %q (known: %v)", id, items, want, ok)
+			bad.add("reservation of order %s with items %s; the order has %q (known: %v)", id, items, want, ok)
 		}
 	}
 	harness.Must(t, rows.Err(), "read the reservations")
 	for id := range orders {
 		if count[id] != 1 {
-			t.Errorf("reservations of order %s = %d; want 1", id, count[id])
+			bad.add("reservations of order %s = %d; want 1", id, count[id])
 		}
 	}
 	if n != shopOrders {
@@ -737,4 +756,22 @@ func (s *shopShop) checkReservations(t *testing.T) int {
 		t.Errorf("inbox rows of consumer warehouse = %d; want %d", inboxRows, shopOrders)
 	}
 	return n
+}
+
+// shopProblems collects the problems of many rows, to report them once: how
+// many, and the first few.
+type shopProblems struct {
+	what string
+	list []string
+}
+
+func (p *shopProblems) add(format string, args ...any) {
+	p.list = append(p.list, fmt.Sprintf(format, args...))
+}
+
+func (p *shopProblems) report(t *testing.T) {
+	t.Helper()
+	if len(p.list) > 0 {
+		t.Errorf("%s: %d problems, first: %s", p.what, len(p.list), strings.Join(p.list[:min(5, len(p.list))], " | "))
+	}
 }
