@@ -98,9 +98,9 @@ func TestShopBusinessOutcome(t *testing.T) {
 	}
 	// Each group handles every record at least once, and group G1 the record
 	// it was killed at once more; exactly one handling per order applies.
-	if min := 2*rep.Delivered + 1 - shopOrders; duplicates < min {
+	if least := 2*rep.Delivered + 1 - shopOrders; duplicates < least {
 		t.Errorf("duplicates recognised = %d; want at least %d (two groups x %d records + 1 redelivery - %d applied)",
-			duplicates, min, rep.Delivered, shopOrders)
+			duplicates, least, rep.Delivered, shopOrders)
 	}
 	t.Logf("%s: orders %d, replayed HTTP requests %d (of %d retried orders, %d key reuses refused), outbox rows %d, Kafka records %d (%d duplicates), reservations %d, duplicates recognised %d, relay kills %d (at %v orders submitted), consumer kills 1, run time %s",
 		t.Name(), len(res.orders), res.replays, res.retried, res.refused, len(rows), rep.Delivered, rep.Duplicates,
