@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/walrelay/walrelay/examples/orderevents"
 	"github.com/walrelay/walrelay/test/harness"
@@ -45,13 +46,13 @@ const shopFailpoint = "inbox-after-commit@300"
 func TestShopBusinessOutcome(t *testing.T) {
 	began := time.Now()
 	f := harness.New(t, orderevents.AggregateType)
-	bins := shopBuild(t)
+	ordersBin, warehouseBin := shopBuild(t)
 	s := shopSetup(t, f)
 
 	relay := f.Start()
-	svc := shopStartOrders(t, f, bins["orders"], s)
-	whB := shopStartWarehouse(t, f, bins["warehouse"], s, "b", "g2_"+f.ID, nil)
-	whA := shopStartWarehouse(t, f, bins["warehouse"], s, "a", "g1_"+f.ID, []string{"WALRELAY_FAILPOINT=" + shopFailpoint})
+	svc := shopStartOrders(t, f, ordersBin, s)
+	whB := shopStartWarehouse(t, f, warehouseBin, s, "b", "g2_"+f.ID, nil)
+	whA := shopStartWarehouse(t, f, warehouseBin, s, "a", "g1_"+f.ID, []string{"WALRELAY_FAILPOINT=" + shopFailpoint})
 	warehouses := []*shopProc{whB, whA}
 	relay.WaitStarted()
 
@@ -72,7 +73,7 @@ func TestShopBusinessOutcome(t *testing.T) {
 	res := load.wait(t, 2*time.Minute)
 
 	shopExpectFailpoint(t, whA, shopFailpoint, time.Minute)
-	whA = shopStartWarehouse(t, f, bins["warehouse"], s, "a (restarted)", "g1_"+f.ID, nil)
+	whA = shopStartWarehouse(t, f, warehouseBin, s, "a (restarted)", "g1_"+f.ID, nil)
 	warehouses = append(warehouses, whA)
 
 	s.waitReservations(t, 2*time.Minute, relay, whA, whB)
@@ -108,45 +109,30 @@ func TestShopBusinessOutcome(t *testing.T) {
 }
 
 // shopBuild builds the two example services (with failpoints) at once.
-func shopBuild(t *testing.T) map[string]string {
+func shopBuild(t *testing.T) (orders, warehouse string) {
 	t.Helper()
 	dir := t.TempDir()
-	bins := map[string]string{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for _, name := range []string{"orders", "warehouse"} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			bin, err := harness.Build(dir, "github.com/walrelay/walrelay/examples/"+name, "failpoints")
-			errs <- err
-			mu.Lock()
-			bins[name] = bin
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		harness.Must(t, err, "build the example services")
-	}
-	return bins
+	const pkg = "github.com/walrelay/walrelay/examples/"
+	var g errgroup.Group
+	g.Go(func() (err error) { orders, err = harness.Build(dir, pkg+"orders", "failpoints"); return err })
+	g.Go(func() (err error) { warehouse, err = harness.Build(dir, pkg+"warehouse", "failpoints"); return err })
+	harness.Must(t, g.Wait(), "build the example services")
+	return orders, warehouse
 }
 
-// shopShop is the test's private shop: the order service's tables in the
+// shopRig is the test's private shop: the order service's tables in the
 // fixture's database, and a database of the warehouse's own.
-type shopShop struct {
+type shopRig struct {
 	orders, keys string // tables in f's database
 	whURL        string // the warehouse database
 	f            *harness.Fixture
 	wh           *pgxpool.Pool
 }
 
-func shopSetup(t *testing.T, f *harness.Fixture) *shopShop {
+func shopSetup(t *testing.T, f *harness.Fixture) *shopRig {
 	t.Helper()
 	ctx := context.Background()
-	s := &shopShop{orders: "orders_" + f.ID, keys: "idem_" + f.ID, f: f}
+	s := &shopRig{orders: "orders_" + f.ID, keys: "idem_" + f.ID, f: f}
 	t.Cleanup(func() {
 		f.DB.Exec(context.Background(), "DROP TABLE IF EXISTS "+s.orders+", "+s.keys) //nolint:errcheck // best effort
 	})
@@ -172,7 +158,7 @@ func shopSetup(t *testing.T, f *harness.Fixture) *shopShop {
 
 // shopStartOrders runs the order service against the fixture's outbox and
 // waits until it answers /healthz.
-func shopStartOrders(t *testing.T, f *harness.Fixture, bin string, s *shopShop) *shopProc {
+func shopStartOrders(t *testing.T, f *harness.Fixture, bin string, s *shopRig) *shopProc {
 	t.Helper()
 	addr := harness.FreePort(t)
 	p := shopStart(t, "orders", bin, nil, "--postgres-url", f.PGURL, "--listen", addr,
@@ -198,7 +184,7 @@ func shopStartOrders(t *testing.T, f *harness.Fixture, bin string, s *shopShop) 
 
 // shopStartWarehouse runs a warehouse instance in group, with consumer id
 // "warehouse" like every instance.
-func shopStartWarehouse(t *testing.T, f *harness.Fixture, bin string, s *shopShop, name, group string, env []string) *shopProc {
+func shopStartWarehouse(t *testing.T, f *harness.Fixture, bin string, s *shopRig, name, group string, env []string) *shopProc {
 	t.Helper()
 	return shopStart(t, "warehouse "+name, bin, env, "--postgres-url", s.whURL, "--kafka-brokers", f.Brokers,
 		"--topic", f.Topic(orderevents.AggregateType), "--group", group, "--consumer-id", "warehouse")
@@ -206,7 +192,7 @@ func shopStartWarehouse(t *testing.T, f *harness.Fixture, bin string, s *shopSho
 
 // waitReservations waits until every order has a reservation, failing
 // early when a process died.
-func (s *shopShop) waitReservations(t *testing.T, within time.Duration, relay *harness.Relay, procs ...*shopProc) {
+func (s *shopRig) waitReservations(t *testing.T, within time.Duration, relay *harness.Relay, procs ...*shopProc) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	var got int
@@ -229,7 +215,7 @@ func (s *shopShop) waitReservations(t *testing.T, within time.Duration, relay *h
 
 // waitGroupsCaughtUp waits until each group committed the end offset of
 // every partition: every record was handled by both groups.
-func (s *shopShop) waitGroupsCaughtUp(t *testing.T, f *harness.Fixture, within time.Duration, groups ...string) {
+func (s *shopRig) waitGroupsCaughtUp(t *testing.T, f *harness.Fixture, within time.Duration, groups ...string) {
 	t.Helper()
 	topic := f.Topic(orderevents.AggregateType)
 	client := &kafka.Client{Addr: kafka.TCP(strings.Split(f.Brokers, ",")...), Timeout: 10 * time.Second}
@@ -634,7 +620,7 @@ func (r shopResult) byOrderID(t *testing.T) map[string]int {
 
 // checkOrders: the orders table holds exactly the answered orders, one per
 // key, as submitted, and the keys table one row per key.
-func (s *shopShop) checkOrders(t *testing.T, res shopResult) {
+func (s *shopRig) checkOrders(t *testing.T, res shopResult) {
 	t.Helper()
 	by := res.byOrderID(t)
 	bad := &shopProblems{what: "orders"}
@@ -680,7 +666,7 @@ func shopSameItems(t *testing.T, body, items string) bool {
 // checkOutbox: one order.submitted.v1 row per order, with the message id
 // the client was given, version 1, and the request's correlation id and
 // traceparent in its headers.
-func (s *shopShop) checkOutbox(t *testing.T, res shopResult, rows []harness.Row) {
+func (s *shopRig) checkOutbox(t *testing.T, res shopResult, rows []harness.Row) {
 	t.Helper()
 	by := res.byOrderID(t)
 	if len(rows) != shopOrders {
@@ -714,7 +700,7 @@ func (s *shopShop) checkOutbox(t *testing.T, res shopResult, rows []harness.Row)
 // checkReservations: exactly one reservation per order, with the order's
 // items, none for an unknown order, and one inbox row per message. It
 // returns the number of reservations.
-func (s *shopShop) checkReservations(t *testing.T) int {
+func (s *shopRig) checkReservations(t *testing.T) int {
 	t.Helper()
 	ctx := context.Background()
 	orders := map[string]string{} // order id: items
