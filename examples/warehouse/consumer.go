@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+)
+
+// newReader reads the topic as a member of the group. Offsets are
+// committed synchronously (CommitInterval 0): inbox.Consume commits a
+// record's offset after the database commit of its effect, and a record
+// whose offset was not committed is delivered again, which the inbox
+// recognises. A new group starts at the oldest record.
+func newReader(o options, log *zap.Logger) *kafka.Reader {
+	errorLog := log.Named("kafka")
+	return kafka.NewReader(kafka.ReaderConfig{
+		Brokers:           o.brokers,
+		GroupID:           o.group,
+		Topic:             o.topic,
+		StartOffset:       kafka.FirstOffset,
+		CommitInterval:    0,
+		MaxWait:           250 * time.Millisecond,
+		SessionTimeout:    o.sessionTimeout,
+		RebalanceTimeout:  o.sessionTimeout,
+		HeartbeatInterval: o.sessionTimeout / 10,
+		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
+			errorLog.Warn(fmt.Sprintf(msg, args...))
+		}),
+	})
+}
+
+// migrationLock serialises the migrations of instances that start together:
+// CREATE ... IF NOT EXISTS alone can still collide in the catalog.
+const migrationLock = 0x77617265 // "ware"
+
+// reservationsDDL creates the table of the warehouse's effect.
+//
+// Deliberately no unique constraint on order_id: nothing in the table stops
+// a second reservation for an order. The inbox alone makes the effect happen
+// once per message, and the fault test counts the reservations of every
+// order to prove it.
+const reservationsDDL = `CREATE TABLE IF NOT EXISTS reservations (
+	reservation_id bigserial   PRIMARY KEY,
+	order_id       uuid        NOT NULL,
+	items          jsonb       NOT NULL,
+	created_at     timestamptz NOT NULL DEFAULT now()
+)`
+
+// migrate creates the inbox tables (inboxDDL) and the reservations table;
+// safe to run at every start.
+func migrate(ctx context.Context, db *pgxpool.Pool, inboxDDL string) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
+			return fmt.Errorf("take the migration lock: %w", err)
+		}
+		// No arguments: pgx sends them with the simple protocol, so one
+		// string may hold several statements.
+		for _, ddl := range []string{inboxDDL, reservationsDDL} {
+			if _, err := tx.Exec(ctx, ddl); err != nil {
+				return fmt.Errorf("migrate: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// serveMetrics serves reg on addr's /metrics until ctx ends.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s for metrics: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve metrics: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(shutdown)
+	if e := <-errc; !errors.Is(e, http.ErrServerClosed) {
+		return fmt.Errorf("serve metrics: %w", e)
+	}
+	return err
+}
