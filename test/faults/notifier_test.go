@@ -202,6 +202,8 @@ func notifyWhileDown(t *testing.T, e *notifyEnv, orders map[string]notifyOrder, 
 	harness.Must(t, err, "read the tasks")
 	defer rows.Close()
 	d := notifyDown{took: time.Since(start)}
+	bad := &notifyErrors{t: t}
+	defer bad.done("tasks wrong while mail was down")
 	for rows.Next() {
 		var key, status string
 		var attempts int
@@ -213,11 +215,11 @@ func notifyWhileDown(t *testing.T, e *notifyEnv, orders map[string]notifyOrder, 
 		d.maxAttempts = max(d.maxAttempts, attempts)
 		switch limit := notifyMostAttempts(age); {
 		case status != "pending":
-			t.Errorf("task %s is %s while mail is down; want pending", key, status)
+			bad.errorf("task %s is %s while mail is down; want pending", key, status)
 		case attempts < 2 || !hasError:
-			t.Errorf("task %s: %d attempts, last_error set %v; want more than 1 attempt and the error", key, attempts, hasError)
+			bad.errorf("task %s: %d attempts, last_error set %v; want more than 1 attempt and the error", key, attempts, hasError)
 		case attempts > limit:
-			t.Errorf("task %s: %d attempts in %s; the backoff (%s doubling to %s, jitter in the upper half) allows %d",
+			bad.errorf("task %s: %d attempts in %s; the backoff (%s doubling to %s, jitter in the upper half) allows %d",
 				key, attempts, age.Round(time.Millisecond), notifyRetryMin, notifyRetryMax, limit)
 		}
 	}
@@ -291,21 +293,23 @@ func notifyVerify(t *testing.T, e *notifyEnv, orders map[string]notifyOrder, mai
 	for _, o := range orders {
 		byID[notifyMessageID(o.id)] = o
 	}
+	bad := &notifyErrors{t: t}
+	defer bad.done("e-mails or orders wrong")
 	copies := map[string]int{}
 	for _, m := range mails {
 		o, ok := byID[m.MessageID]
 		if !ok {
-			t.Errorf("e-mail with Message-ID %q (subject %q) for no order of the test", m.MessageID, m.Subject)
+			bad.errorf("e-mail with Message-ID %q (subject %q) for no order of the test", m.MessageID, m.Subject)
 			continue
 		}
 		copies[o.id]++
 		if len(m.To) != 1 || m.To[0] != o.email {
-			t.Errorf("e-mail for order %s went to %q; want [%s]", o.id, m.To, o.email)
+			bad.errorf("e-mail for order %s went to %q; want [%s]", o.id, m.To, o.email)
 		}
 	}
 	for id := range orders {
 		if copies[id] == 0 {
-			t.Errorf("order %s has no e-mail", id)
+			bad.errorf("order %s has no e-mail", id)
 		}
 	}
 	if len(copies) != len(orders) {
@@ -326,6 +330,8 @@ func notifyVerifyTasks(t *testing.T, e *notifyEnv, orders map[string]notifyOrder
 	rows, err := e.db.Query(ctx, "SELECT order_id, status, recipient FROM email_tasks")
 	harness.Must(t, err, "read the tasks")
 	defer rows.Close()
+	bad := &notifyErrors{t: t}
+	defer bad.done("tasks wrong")
 	tasks := 0
 	for rows.Next() {
 		var id, status, to string
@@ -334,9 +340,9 @@ func notifyVerifyTasks(t *testing.T, e *notifyEnv, orders map[string]notifyOrder
 		o, ok := orders[id]
 		switch {
 		case !ok:
-			t.Errorf("task for unknown order %q", id)
+			bad.errorf("task for unknown order %q", id)
 		case status != "sent" || to != o.email:
-			t.Errorf("task of order %s: %s to %s; want sent to %s", id, status, to, o.email)
+			bad.errorf("task of order %s: %s to %s; want sent to %s", id, status, to, o.email)
 		}
 	}
 	harness.Must(t, rows.Err(), "read the tasks")
@@ -387,6 +393,29 @@ func notifyWait(t *testing.T, within time.Duration, what string, procs []*notify
 			t.Fatalf("no %s within %s", what, within)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// notifyErrors reports the first few errors of one check, then how many
+// more there were.
+type notifyErrors struct {
+	t *testing.T
+	n int
+}
+
+const notifyErrorsShown = 5
+
+func (e *notifyErrors) errorf(format string, args ...any) {
+	e.t.Helper()
+	if e.n++; e.n <= notifyErrorsShown {
+		e.t.Errorf(format, args...)
+	}
+}
+
+func (e *notifyErrors) done(what string) {
+	e.t.Helper()
+	if e.n > notifyErrorsShown {
+		e.t.Errorf("... %d %s in all", e.n, what)
 	}
 }
 
