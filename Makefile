@@ -6,7 +6,7 @@ SHELL := /bin/bash
 GO ?= go
 FUZZTIME ?= 20s
 
-.PHONY: all build test unit faults chaos fuzz vet rig-up rig-down demo demo-outage clean
+.PHONY: all build test unit faults chaos fuzz vet rig-up rig-down demo demo-shop demo-outage clean
 
 all: build
 
@@ -48,8 +48,13 @@ chaos: rig-up
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./decoder
 
+# DEMO=shop runs the example services instead (examples/): orders over HTTP,
+# warehouse and notifier consumers through their inboxes, a local SMTP sink.
 demo: build rig-up
-	scripts/demo.sh
+	if [ "$${DEMO:-}" = shop ]; then scripts/demo-shop.sh; else scripts/demo.sh; fi
+
+demo-shop: rig-up
+	scripts/demo-shop.sh
 
 # The demo with Kafka stopped for a minute, watched by Prometheus with the
 # shipped rules; prints the shipped dashboard's queries before, during and

@@ -19,4 +19,5 @@
 //	keepalive-reply  a reply to a keepalive that asked for one was sent
 //	reconnect        a session failed and a new one is about to start
 //	inbox-after-commit  package inbox: a record was handled (its transaction committed, or it was a duplicate), its Kafka offset not yet committed
+//	notifier-after-send examples/notifier: the SMTP server accepted an e-mail, its task not yet marked sent
 package failpoint
