@@ -90,21 +90,13 @@ func (tp *topic) committed() []int64 {
 	for i := range parts {
 		parts[i] = i
 	}
-	res, err := tp.client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{
-		GroupID: tp.group, Topics: map[string][]int{tp.name: parts},
-	})
-	if err == nil {
-		err = res.Error
-	}
+	offsets, err := harness.Committed(context.Background(), strings.Join(tp.brokers, ","), tp.group, tp.name, parts)
 	if err != nil {
-		tp.t.Fatalf("fetch the offsets of group %s: %v", tp.group, err)
+		tp.t.Fatal(err)
 	}
 	out := make([]int64, tp.partitions)
-	for _, p := range res.Topics[tp.name] {
-		if p.Error != nil {
-			tp.t.Fatalf("fetch the offset of %s[%d]: %v", tp.name, p.Partition, p.Error)
-		}
-		out[p.Partition] = p.CommittedOffset
+	for p, o := range offsets {
+		out[p] = o
 	}
 	return out
 }

@@ -218,11 +218,10 @@ func (s *shopRig) waitReservations(t *testing.T, within time.Duration, relay *ha
 func (s *shopRig) waitGroupsCaughtUp(t *testing.T, f *harness.Fixture, within time.Duration, groups ...string) {
 	t.Helper()
 	topic := f.Topic(orderevents.AggregateType)
-	client := &kafka.Client{Addr: kafka.TCP(strings.Split(f.Brokers, ",")...), Timeout: 10 * time.Second}
 	deadline := time.Now().Add(within)
 	for _, g := range groups {
 		for {
-			behind := shopLag(t, f, client, g, topic)
+			behind := shopLag(t, f, g, topic)
 			if behind == 0 {
 				break
 			}
@@ -235,7 +234,7 @@ func (s *shopRig) waitGroupsCaughtUp(t *testing.T, f *harness.Fixture, within ti
 }
 
 // shopLag is how many records of topic group has not committed.
-func shopLag(t *testing.T, f *harness.Fixture, client *kafka.Client, group, topic string) int64 {
+func shopLag(t *testing.T, f *harness.Fixture, group, topic string) int64 {
 	t.Helper()
 	end := f.Mark()
 	var parts []int
@@ -244,12 +243,8 @@ func shopLag(t *testing.T, f *harness.Fixture, client *kafka.Client, group, topi
 			parts = append(parts, int(pos.Partition))
 		}
 	}
-	resp, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+	committed, err := harness.Committed(context.Background(), f.Brokers, group, topic, parts)
 	harness.Must(t, err, "fetch the offsets of group %s", group)
-	committed := map[int]int64{}
-	for _, p := range resp.Topics[topic] {
-		committed[p.Partition] = p.CommittedOffset
-	}
 	var behind int64
 	for _, p := range parts {
 		if c := max(committed[p], 0); c < end[harness.Position{Topic: topic, Partition: int32(p)}] {

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -64,4 +66,41 @@ func (f *Fixture) TopicExists(topic string) bool {
 		}
 	}
 	return false
+}
+
+// Committed is group's committed offset of each of topic's partitions (-1:
+// none yet). A young group's coordinator loads or moves, and the broker
+// answers meanwhile with a retriable error (Not Coordinator For Group,
+// Coordinator Load In Progress); those are retried for up to 30 s.
+func Committed(ctx context.Context, brokers, group, topic string, partitions []int) (map[int]int64, error) {
+	client := &kafka.Client{Addr: kafka.TCP(strings.Split(brokers, ",")...), Timeout: 10 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: partitions}})
+		if err == nil {
+			err = res.Error
+		}
+		out := map[int]int64{}
+		if err == nil {
+			for _, p := range res.Topics[topic] {
+				if p.Error != nil {
+					err = fmt.Errorf("partition %d: %w", p.Partition, p.Error)
+					break
+				}
+				out[p.Partition] = p.CommittedOffset
+			}
+		}
+		var kerr kafka.Error
+		if err == nil {
+			return out, nil
+		}
+		if !errors.As(err, &kerr) || !kerr.Temporary() || time.Now().After(deadline) {
+			return nil, fmt.Errorf("fetch the offsets of group %s on %s: %w", group, topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
