@@ -99,6 +99,59 @@ func TestConsumeAppliesEachMessageOnceAndCommitsTheOffsets(t *testing.T) {
 	checkLogs(t, logs, dups, id(7))
 }
 
+// A consumer usually starts before walrelay created its topic (on the
+// first message). WaitForTopic holds it back until the topic is there,
+// without creating it (the rig's broker would auto-create a topic it is
+// asked about), and the group then gets the partitions.
+func TestWaitForTopicThenConsume(t *testing.T) {
+	f, tp := newFixture(t), newTopicLater(t, 2)
+	in := f.newInbox("warehouse")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waited := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		if err := inbox.WaitForTopic(ctx, tp.brokers, tp.name, 100*time.Millisecond, func() { close(waited) }); err != nil {
+			done <- err
+			return
+		}
+		done <- in.Consume(ctx, tp.reader(), f.db, f.effect("warehouse"))
+	}()
+	select {
+	case <-waited:
+	case err := <-done:
+		t.Fatalf("WaitForTopic before the topic exists returned (%v); want it waiting", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("WaitForTopic did not report waiting within 30s")
+	}
+	time.Sleep(time.Second)
+	tp.create() // fails if waiting created the topic
+	const n = 10
+	var records []kafka.Message
+	for i := range n {
+		records = append(records, walrelayRecord(i))
+	}
+	tp.produce(records...)
+	eventually(t, 60*time.Second, "every offset committed", tp.caughtUp)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Consume after cancel = %v; want nil", err)
+	}
+	if got := f.count(`SELECT count(*) FROM ` + f.effects); got != n {
+		t.Errorf("effects: got %d; want %d", got, n)
+	}
+}
+
+func TestWaitForTopicEndsWithTheContext(t *testing.T) {
+	tp := newTopicLater(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	err := inbox.WaitForTopic(ctx, tp.brokers, tp.name, 100*time.Millisecond, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), tp.name) {
+		t.Errorf("WaitForTopic on a missing topic = %v; want the deadline, naming %s", err, tp.name)
+	}
+}
+
 // checkLogs checks the duplicates logged at Info and the failures of bad
 // logged at Warn.
 func checkLogs(t *testing.T, logs *observer.ObservedLogs, dups int, bad schema.MessageID) {

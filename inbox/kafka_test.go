@@ -10,6 +10,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/walrelay/walrelay/inbox"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
 )
@@ -27,6 +28,15 @@ type topic struct {
 
 func newTopic(t *testing.T, partitions int) *topic {
 	t.Helper()
+	tp := newTopicLater(t, partitions)
+	tp.create()
+	return tp
+}
+
+// newTopicLater is newTopic without creating the topic: the test calls
+// create when it wants it to exist.
+func newTopicLater(t *testing.T, partitions int) *topic {
+	t.Helper()
 	brokers := strings.Split(harness.Env(t, "WALRELAY_TEST_KAFKA_BROKERS"), ",")
 	s := suffix(t)
 	tp := &topic{
@@ -35,20 +45,25 @@ func newTopic(t *testing.T, partitions int) *topic {
 		name:   "inbox-test-" + s, group: "inbox-test-" + s,
 	}
 	ctx := context.Background()
-	res, err := tp.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
-		{Topic: tp.name, NumPartitions: partitions, ReplicationFactor: 1},
-	}})
-	if err == nil {
-		err = res.Errors[tp.name]
-	}
-	if err != nil {
-		t.Fatalf("create topic %s: %v", tp.name, err)
-	}
 	t.Cleanup(func() {
 		tp.client.DeleteGroups(ctx, &kafka.DeleteGroupsRequest{GroupIDs: []string{tp.group}}) //nolint:errcheck // best effort
 		tp.client.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{tp.name}})    //nolint:errcheck // best effort
 	})
 	return tp
+}
+
+// create creates the topic with the test's partition count.
+func (tp *topic) create() {
+	tp.t.Helper()
+	res, err := tp.client.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
+		{Topic: tp.name, NumPartitions: tp.partitions, ReplicationFactor: 1},
+	}})
+	if err == nil {
+		err = res.Errors[tp.name]
+	}
+	if err != nil {
+		tp.t.Fatalf("create topic %s: %v", tp.name, err)
+	}
 }
 
 // produce writes records to the topic, acknowledged by every replica.
@@ -72,13 +87,7 @@ func (tp *topic) produce(records ...kafka.Message) {
 // reader is a reader of the topic in the test's group. It is closed in
 // t.Cleanup; closing it sooner is fine.
 func (tp *topic) reader() *kafka.Reader {
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:     tp.brokers,
-		GroupID:     tp.group,
-		Topic:       tp.name,
-		StartOffset: kafka.FirstOffset,
-		MaxWait:     200 * time.Millisecond,
-	})
+	r := kafka.NewReader(inbox.ReaderConfig(tp.brokers, tp.group, tp.name))
 	tp.t.Cleanup(func() { r.Close() })
 	return r
 }

@@ -31,7 +31,12 @@ ADMIN_URL="$WALRELAY_TEST_PG_URL"
 url() { echo "${ADMIN_URL/\/walrelay\?/\/$1?}"; }
 SHOP_URL=$(url walrelay_shop); WH_URL=$(url walrelay_warehouse); NT_URL=$(url walrelay_notifier)
 BROKERS="$WALRELAY_TEST_KAFKA_BROKERS"
-TOPIC=outbox.shop.order
+# A topic of its own per run: the databases start fresh, and records an
+# earlier run left in a shared topic would reach the new consumers as orders
+# nobody placed (the local rig keeps Kafka's data between runs).
+RUN=$(date +%Y%m%d%H%M%S)
+TOPIC_TEMPLATE="outbox.shop-$RUN.{aggregate_type}"
+TOPIC="outbox.shop-$RUN.order"
 psqlq() { psql -qAt -v ON_ERROR_STOP=1 "$@"; }
 
 say "fresh databases: walrelay_shop (orders + outbox), walrelay_warehouse, walrelay_notifier"
@@ -65,7 +70,7 @@ wait_http "http://$ORDERS_ADDR/healthz"
 
 say "walrelay init + run (slot walrelay_shop, topic $TOPIC)"
 export WALRELAY_POSTGRES_URL="$SHOP_URL" WALRELAY_KAFKA_BROKERS="$BROKERS" WALRELAY_SLOT=walrelay_shop
-export WALRELAY_TOPIC_TEMPLATE='outbox.shop.{aggregate_type}' WALRELAY_METRICS_ADDR=127.0.0.1:9188 WALRELAY_STATUS_INTERVAL=1s
+export WALRELAY_TOPIC_TEMPLATE="$TOPIC_TEMPLATE" WALRELAY_METRICS_ADDR=127.0.0.1:9188 WALRELAY_STATUS_INTERVAL=1s
 bin/walrelay init
 start walrelay bin/walrelay run
 
@@ -99,11 +104,12 @@ printf '  while mail is down: %s e-mail tasks pending, %s send attempts failed s
 say "mail server up on $MAIL_ADDR (mails in $STATE/mail)"
 start mailsink bin/mailsink --listen "$MAIL_ADDR" --dir "$STATE/mail"
 
-for _ in $(seq 1 120); do
+for tick in $(seq 1 120); do
   R=$(count "$WH_URL" 'SELECT count(*) FROM reservations')
   S=$(count "$NT_URL" "SELECT count(*) FROM email_tasks WHERE status = 'sent'")
   printf '  orders %s | reservations %s | e-mails sent %s\n' "$(count "$SHOP_URL" 'SELECT count(*) FROM orders')" "$R" "$S"
   [ "$R" -ge "$ORDERS" ] && [ "$S" -ge "$ORDERS" ] && break
+  [ "$tick" -eq 120 ] && { echo "not every order was reserved and e-mailed within 2 minutes; logs in $STATE"; exit 1; }
   sleep 1
 done
 

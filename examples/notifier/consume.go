@@ -62,35 +62,43 @@ func (o *orders) refuse(m inbox.Message, why error) {
 		zap.Int64("offset", m.Offset), zap.Error(why))
 }
 
-// newReader is the consumer group's reader: offsets are committed only by
-// the inbox, synchronously, after the database commit (CommitInterval 0);
-// a new group starts at the beginning of the topic.
+// newReader is the consumer group's reader, configured as inbox.Consume
+// expects: offsets committed only by the inbox, synchronously, after the
+// database commit; a new group starting at the beginning of the topic; a
+// topic walrelay creates after the notifier started picked up.
 func newReader(o options, log *zap.Logger) *kafka.Reader {
-	return kafka.NewReader(kafka.ReaderConfig{
-		Brokers:           o.brokers(),
-		GroupID:           o.Group,
-		Topic:             o.Topic,
-		StartOffset:       kafka.FirstOffset,
-		CommitInterval:    0,
-		MaxWait:           250 * time.Millisecond,
-		SessionTimeout:    o.SessionTimeout,
-		RebalanceTimeout:  o.SessionTimeout,
-		HeartbeatInterval: o.SessionTimeout / 10,
-		ErrorLogger: kafka.LoggerFunc(func(format string, args ...any) {
-			log.Warn("kafka reader", zap.String("error", fmt.Sprintf(format, args...)))
-		}),
+	c := inbox.ReaderConfig(o.brokers(), o.Group, o.Topic)
+	c.SessionTimeout = o.SessionTimeout
+	c.RebalanceTimeout = o.SessionTimeout
+	c.HeartbeatInterval = o.SessionTimeout / 10
+	c.ErrorLogger = kafka.LoggerFunc(func(format string, args ...any) {
+		log.Warn("kafka reader", zap.String("error", fmt.Sprintf(format, args...)))
 	})
+	return kafka.NewReader(c)
 }
 
-// consume runs the inbox over r until ctx ends (nil then) or a record
-// cannot be handled at all.
-func consume(ctx context.Context, in *inbox.Inbox, r *kafka.Reader, db inbox.Beginner, o *orders) error {
-	err := in.Consume(ctx, r, db, o.handle)
+// consume waits for the topic (walrelay creates it with the first order),
+// then runs the inbox over it until ctx ends (nil then) or a record cannot
+// be handled at all. The sender runs meanwhile: e-mails of earlier orders
+// go out while the consumer waits.
+func consume(ctx context.Context, o options, log *zap.Logger, in *inbox.Inbox, db inbox.Beginner, ord *orders) error {
+	err := inbox.WaitForTopic(ctx, o.brokers(), o.Topic, time.Second, func() {
+		log.Info("waiting for the topic to exist", zap.String("topic", o.Topic))
+	})
 	if ctx.Err() != nil {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("consume %s: %w", r.Config().Topic, err)
+		return err
+	}
+	r := newReader(o, log)
+	defer r.Close()
+	err = in.Consume(ctx, r, db, ord.handle)
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", o.Topic, err)
 	}
 	return nil
 }

@@ -72,12 +72,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("listen for metrics on %s: %w", o.MetricsAddr, err)
 		}
 	}
-	r := newReader(o, log)
-	defer r.Close()
 	log.Info("notifier starting", zap.String("topic", o.Topic), zap.String("group", o.Group),
 		zap.String("consumer_id", o.ConsumerID), zap.String("smtp_addr", o.SMTPAddr))
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return consume(gctx, in, r, pool, ord) })
+	g.Go(func() error { return consume(gctx, o, log, in, pool, ord) })
 	g.Go(func() error { return snd.Run(gctx) })
 	if ln != nil {
 		g.Go(func() error { return serveMetrics(gctx, ln, reg) })

@@ -14,29 +14,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/inbox"
 )
 
-// newReader reads the topic as a member of the group. Offsets are
-// committed synchronously (CommitInterval 0): inbox.Consume commits a
-// record's offset after the database commit of its effect, and a record
-// whose offset was not committed is delivered again, which the inbox
-// recognises. A new group starts at the oldest record.
+// newReader reads the topic as a member of the group, configured as
+// inbox.Consume expects: offsets committed only after the database commit
+// of their effect, a new group starting at the oldest record, and a topic
+// walrelay creates after the warehouse started picked up. A record whose
+// offset was not committed is delivered again, which the inbox recognises.
 func newReader(o options, log *zap.Logger) *kafka.Reader {
 	errorLog := log.Named("kafka")
-	return kafka.NewReader(kafka.ReaderConfig{
-		Brokers:           o.brokers,
-		GroupID:           o.group,
-		Topic:             o.topic,
-		StartOffset:       kafka.FirstOffset,
-		CommitInterval:    0,
-		MaxWait:           250 * time.Millisecond,
-		SessionTimeout:    o.sessionTimeout,
-		RebalanceTimeout:  o.sessionTimeout,
-		HeartbeatInterval: o.sessionTimeout / 10,
-		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
-			errorLog.Warn(fmt.Sprintf(msg, args...))
-		}),
+	c := inbox.ReaderConfig(o.brokers, o.group, o.topic)
+	c.SessionTimeout = o.sessionTimeout
+	c.RebalanceTimeout = o.sessionTimeout
+	c.HeartbeatInterval = o.sessionTimeout / 10
+	c.ErrorLogger = kafka.LoggerFunc(func(msg string, args ...any) {
+		errorLog.Warn(fmt.Sprintf(msg, args...))
 	})
+	return kafka.NewReader(c)
 }
 
 // migrationLock serialises the migrations of instances that start together:

@@ -111,8 +111,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := migrate(ctx, db, in.DDL()); err != nil {
 		return err
 	}
-	r := newReader(o, log)
-	defer r.Close()
 	log.Info("warehouse consuming", zap.String("topic", o.topic), zap.String("group", o.group),
 		zap.String("consumer_id", o.consumerID))
 
@@ -121,7 +119,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		g.Go(func() error { return serveMetrics(gctx, o.metricsAddr, reg) })
 	}
 	g.Go(func() error {
-		err := in.Consume(gctx, r, db, reservations{log: log}.handle)
+		// walrelay creates the topic with the first order.
+		err := inbox.WaitForTopic(gctx, o.brokers, o.topic, time.Second, func() {
+			log.Info("waiting for the topic to exist", zap.String("topic", o.topic))
+		})
+		if err == nil {
+			r := newReader(o, log)
+			defer r.Close()
+			err = in.Consume(gctx, r, db, reservations{log: log}.handle)
+		}
 		if ctx.Err() != nil { // asked to stop: not a failure
 			return nil
 		}
