@@ -6,36 +6,22 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
+	"github.com/walrelay/walrelay/examples/internal/svc"
 	"github.com/walrelay/walrelay/examples/mailsink/smtpsink"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stderr)
-	stop()
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		os.Exit(0)
-	case err != nil:
-		fmt.Fprintf(os.Stderr, "mailsink: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { svc.Main("mailsink", run) }
 
 // run serves until ctx ends.
 func run(ctx context.Context, args []string, stderr io.Writer) error {
@@ -54,7 +40,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("create --dir: %w", err)
 		}
 	}
-	log := newLogger(stderr)
+	log := svc.InfoLogger(stderr)
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
 	var n atomic.Int64
 	s, err := smtpsink.StartConfig(smtpsink.Config{
@@ -84,12 +70,4 @@ func record(log *zap.Logger, dir string, n int64, m smtpsink.Mail) {
 		fields = append(fields, zap.String("file", file))
 	}
 	log.Info("mail received", fields...)
-}
-
-func newLogger(w io.Writer) *zap.Logger {
-	ec := zap.NewProductionEncoderConfig()
-	ec.TimeKey = "time"
-	ec.EncodeTime = zapcore.ISO8601TimeEncoder
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(ec), zapcore.Lock(zapcore.AddSync(w)), zap.InfoLevel)
-	return zap.New(core)
 }

@@ -2,25 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/mail"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/walrelay/walrelay/examples/internal/svc"
 	"github.com/walrelay/walrelay/inbox"
 	"github.com/walrelay/walrelay/schema"
 )
@@ -28,17 +20,7 @@ import (
 // tasksTable is where the e-mail tasks live, in the notifier's database.
 var tasksTable = schema.Table{Schema: "public", Name: "email_tasks"}
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stderr)
-	stop()
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-	case err != nil:
-		fmt.Fprintf(os.Stderr, "notifier: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { svc.Main("notifier", run) }
 
 // run wires the notifier and runs it until ctx ends: the consumer (order
 // messages into e-mail tasks) and the sender (tasks into e-mails) in one
@@ -48,7 +30,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(o.LogLevel, stderr)
+	log, err := svc.NewLogger(stderr, o.LogLevel)
 	if err != nil {
 		return err
 	}
@@ -78,7 +60,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	g.Go(func() error { return consume(gctx, o, log, in, pool, ord) })
 	g.Go(func() error { return snd.Run(gctx) })
 	if ln != nil {
-		g.Go(func() error { return serveMetrics(gctx, ln, reg) })
+		g.Go(func() error { return svc.ServeMetrics(gctx, ln, reg) })
 	}
 	err = g.Wait()
 	log.Info("notifier stopped", zap.Error(err))
@@ -109,37 +91,4 @@ func build(o options, log *zap.Logger, reg *prometheus.Registry, pool *pgxpool.P
 		retryMin: o.RetryMin, retryMax: o.RetryMax, poll: o.PollInterval, lease: o.Lease,
 	}
 	return in, &orders{tasks: tasks, log: log, metrics: m}, snd, nil
-}
-
-// newLogger writes JSON lines to w at level.
-func newLogger(level string, w io.Writer) (*zap.Logger, error) {
-	lvl, err := zap.ParseAtomicLevel(level)
-	if err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	ec := zap.NewProductionEncoderConfig()
-	ec.TimeKey = "time"
-	ec.EncodeTime = zapcore.ISO8601TimeEncoder
-	sink := zapcore.Lock(zapcore.AddSync(w))
-	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(ec), sink, lvl), zap.ErrorOutput(sink)), nil
-}
-
-// serveMetrics serves /metrics on ln until ctx ends.
-func serveMetrics(ctx context.Context, ln net.Listener, reg *prometheus.Registry) error {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("metrics server: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("stop metrics server: %w", err)
-	}
-	return nil
 }

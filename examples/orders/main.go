@@ -18,27 +18,16 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
+	"github.com/walrelay/walrelay/examples/internal/svc"
 	"github.com/walrelay/walrelay/schema"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "orders: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { svc.Main("orders", run) }
 
 // options are the command line.
 type options struct {
@@ -90,7 +79,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(stderr)
+	log := svc.InfoLogger(stderr)
 	defer log.Sync() //nolint:errcheck // stderr
 	db, err := pgxpool.New(ctx, o.postgresURL)
 	if err != nil {
@@ -134,13 +123,4 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, log *zap.Logger
 	<-errc // http.ErrServerClosed
 	log.Info("stopped")
 	return nil
-}
-
-// newLogger writes JSON lines to w at Info.
-func newLogger(w io.Writer) *zap.Logger {
-	ec := zap.NewProductionEncoderConfig()
-	ec.TimeKey = "time"
-	ec.EncodeTime = zapcore.ISO8601TimeEncoder
-	sink := zapcore.Lock(zapcore.AddSync(w))
-	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(ec), sink, zap.InfoLevel), zap.ErrorOutput(sink))
 }

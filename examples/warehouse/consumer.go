@@ -2,16 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
@@ -68,29 +62,4 @@ func migrate(ctx context.Context, db *pgxpool.Pool, inboxDDL string) error {
 		}
 		return nil
 	})
-}
-
-// serveMetrics serves reg on addr's /metrics until ctx ends.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s for metrics: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve metrics: %w", err)
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err = srv.Shutdown(shutdown)
-	if e := <-errc; !errors.Is(e, http.ErrServerClosed) {
-		return fmt.Errorf("serve metrics: %w", e)
-	}
-	return err
 }

@@ -16,31 +16,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
+	"net"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/walrelay/walrelay/examples/internal/svc"
 	"github.com/walrelay/walrelay/inbox"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "warehouse: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { svc.Main("warehouse", run) }
 
 // options are the command line.
 type options struct {
@@ -95,7 +85,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(stderr)
+	log := svc.InfoLogger(stderr)
 	defer log.Sync() //nolint:errcheck // stderr
 	db, err := pgxpool.New(ctx, o.postgresURL)
 	if err != nil {
@@ -116,7 +106,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	if o.metricsAddr != "" {
-		g.Go(func() error { return serveMetrics(gctx, o.metricsAddr, reg) })
+		ln, err := net.Listen("tcp", o.metricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen for metrics on %s: %w", o.metricsAddr, err)
+		}
+		g.Go(func() error { return svc.ServeMetrics(gctx, ln, reg) })
 	}
 	g.Go(func() error {
 		// walrelay creates the topic with the first order.
@@ -136,13 +130,4 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	err = g.Wait()
 	log.Info("stopped")
 	return err
-}
-
-// newLogger writes JSON lines to w at Info.
-func newLogger(w io.Writer) *zap.Logger {
-	ec := zap.NewProductionEncoderConfig()
-	ec.TimeKey = "time"
-	ec.EncodeTime = zapcore.ISO8601TimeEncoder
-	sink := zapcore.Lock(zapcore.AddSync(w))
-	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(ec), sink, zap.InfoLevel), zap.ErrorOutput(sink))
 }
