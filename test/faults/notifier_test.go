@@ -3,18 +3,13 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net/url"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -62,7 +57,7 @@ func TestNotifierExactlyOneEmail(t *testing.T) {
 	// Mail is down: nothing listens on env.smtpAddr. A dies after its 30th
 	// inbox commit, between the database commit and the offset commit.
 	a1 := env.start("A1", env.groupA, notifyCommitKill)
-	a1.waitKilled(notifyCommitKill, notifyWithin)
+	a1.WaitFailpoint(notifyCommitKill, notifyWithin)
 	// A again, to die after a send, and B: the same messages in a second
 	// group, under the same inbox consumer id.
 	a2 := env.start("A2", env.groupA, notifySendKill)
@@ -72,13 +67,13 @@ func TestNotifierExactlyOneEmail(t *testing.T) {
 	sink, err := smtpsink.Start(env.smtpAddr)
 	harness.Must(t, err, "start the SMTP sink on %s", env.smtpAddr)
 	t.Cleanup(func() { sink.Close() }) //nolint:errcheck // closed below; a second Close is a no-op
-	a2.waitKilled(notifySendKill, notifyWithin, b)
+	a2.WaitFailpoint(notifySendKill, notifyWithin, b)
 	a3 := env.start("A3", env.groupA, "")
 	notifyWaitAllSent(t, env, a3, b)
 	notifyWaitConsumed(t, f, env, a3, b)
 	for _, p := range []*notifyProc{a3, b} {
-		if code := p.stop(); code != 0 {
-			t.Errorf("notifier %s exit code after SIGTERM = %d; want 0", p.name, code)
+		if code := p.Stop(); code != 0 {
+			t.Errorf("%s exit code after SIGTERM = %d; want 0", p.Name, code)
 		}
 	}
 	harness.Must(t, sink.Close(), "close the SMTP sink")
@@ -366,7 +361,7 @@ func notifySummary(t *testing.T, e *notifyEnv, orders map[string]notifyOrder, ma
 	}
 	var dups, failures int
 	for _, p := range procs {
-		out := p.out.String()
+		out := p.Output()
 		dups += strings.Count(out, notifyDuplicate)
 		failures += strings.Count(out, notifyNotSent)
 	}
@@ -387,7 +382,7 @@ func notifyWait(t *testing.T, within time.Duration, what string, procs []*notify
 	deadline := time.Now().Add(within)
 	for !cond() {
 		for _, p := range procs {
-			p.running()
+			p.Running()
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no %s within %s", what, within)
@@ -420,104 +415,9 @@ func (e *notifyErrors) done(what string) {
 }
 
 // notifyProc is one running notifier.
-type notifyProc struct {
-	t    *testing.T
-	name string
-	cmd  *exec.Cmd
-	out  *notifyBuffer
-	done chan struct{}
-}
+type notifyProc = harness.Process
 
 func notifyStart(t *testing.T, name, bin string, env []string, args ...string) *notifyProc {
 	t.Helper()
-	p := &notifyProc{t: t, name: name, out: &notifyBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	harness.Must(t, p.cmd.Start(), "start notifier %s", name)
-	go func() {
-		p.cmd.Wait() //nolint:errcheck // the state is read from ProcessState
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill() //nolint:errcheck // may have exited already
-		<-p.done
-		if t.Failed() {
-			t.Logf("notifier %s output (last 20 kB):\n%s", p.name, p.out.tail(20_000))
-		}
-	})
-	return p
-}
-
-// running fails the test if the notifier has exited.
-func (p *notifyProc) running() {
-	p.t.Helper()
-	select {
-	case <-p.done:
-		p.t.Fatalf("notifier %s exited early (%s):\n%s", p.name, p.cmd.ProcessState, p.out.tail(20_000))
-	default:
-	}
-}
-
-// waitKilled waits for the notifier to die by the failpoint spec, failing
-// the test if it does not within the bound, dies otherwise, or one of the
-// others exits meanwhile.
-func (p *notifyProc) waitKilled(spec string, within time.Duration, others ...*notifyProc) {
-	p.t.Helper()
-	deadline := time.After(within)
-	for done := false; !done; {
-		select {
-		case <-p.done:
-			done = true
-		case <-deadline:
-			p.t.Fatalf("notifier %s (WALRELAY_FAILPOINT=%s) still alive after %s:\n%s", p.name, spec, within, p.out.tail(20_000))
-		case <-time.After(100 * time.Millisecond):
-			for _, o := range others {
-				o.running()
-			}
-		}
-	}
-	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL || !strings.Contains(p.out.String(), "failpoint "+spec+":") {
-		p.t.Fatalf("notifier %s ended with %s; want death by SIGKILL at failpoint %s:\n%s", p.name, p.cmd.ProcessState, spec, p.out.tail(20_000))
-	}
-}
-
-// stop sends SIGTERM and returns the exit code.
-func (p *notifyProc) stop() int {
-	p.t.Helper()
-	harness.Must(p.t, p.cmd.Process.Signal(syscall.SIGTERM), "signal notifier %s", p.name)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		p.t.Fatalf("notifier %s did not stop within 30s of SIGTERM:\n%s", p.name, p.out.tail(20_000))
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
-
-// notifyBuffer collects a process's output.
-type notifyBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (n *notifyBuffer) Write(p []byte) (int, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.b.Write(p)
-}
-
-func (n *notifyBuffer) String() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.b.String()
-}
-
-// tail is the last limit bytes of the output.
-func (n *notifyBuffer) tail(limit int) string {
-	s := n.String()
-	if len(s) > limit {
-		return "...\n" + s[len(s)-limit:]
-	}
-	return s
+	return harness.StartProcess(t, "notifier "+name, bin, env, args...)
 }

@@ -9,13 +9,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -72,15 +69,15 @@ func TestShopBusinessOutcome(t *testing.T) {
 	}
 	res := load.wait(t, 2*time.Minute)
 
-	shopExpectFailpoint(t, whA, shopFailpoint, time.Minute)
+	whA.WaitFailpoint(shopFailpoint, time.Minute)
 	whA = shopStartWarehouse(t, f, warehouseBin, s, "a (restarted)", "g1_"+f.ID, nil)
 	warehouses = append(warehouses, whA)
 
 	s.waitReservations(t, 2*time.Minute, relay, whA, whB)
 	s.waitGroupsCaughtUp(t, f, time.Minute, "g1_"+f.ID, "g2_"+f.ID)
 	for _, p := range []*shopProc{whA, whB, svc} {
-		if code := p.stop(t); code != 0 {
-			t.Errorf("%s exit code after SIGTERM = %d; want 0\n%s", p.name, code, p.out.tail(30))
+		if code := p.Stop(); code != 0 {
+			t.Errorf("%s exit code after SIGTERM = %d; want 0\n%s", p.Name, code, p.Tail(30))
 		}
 	}
 	if code := relay.Stop(); code != 0 {
@@ -95,7 +92,7 @@ func TestShopBusinessOutcome(t *testing.T) {
 	reservations := s.checkReservations(t)
 	duplicates := 0
 	for _, p := range warehouses {
-		duplicates += strings.Count(p.out.String(), `"duplicate message skipped"`)
+		duplicates += strings.Count(p.Output(), `"duplicate message skipped"`)
 	}
 	// Each group handles every record at least once, and group G1 the record
 	// it was killed at once more; exactly one handling per order applies.
@@ -174,9 +171,9 @@ func shopStartOrders(t *testing.T, f *harness.Fixture, bin string, s *shopRig) *
 				return p
 			}
 		}
-		p.running(t)
+		p.Running()
 		if time.Now().After(deadline) {
-			t.Fatalf("the order service did not answer /healthz within a minute\n%s", p.out.tail(30))
+			t.Fatalf("the order service did not answer /healthz within a minute\n%s", p.Tail(30))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -204,7 +201,7 @@ func (s *shopRig) waitReservations(t *testing.T, within time.Duration, relay *ha
 		}
 		relay.Running()
 		for _, p := range procs {
-			p.running(t)
+			p.Running()
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("orders with a reservation = %d after %s; want %d", got, within, shopOrders)
@@ -254,99 +251,15 @@ func shopLag(t *testing.T, f *harness.Fixture, group, topic string) int64 {
 	return behind
 }
 
-// shopExpectFailpoint waits for p to die and fails the test unless the
-// failpoint spec killed it.
-func shopExpectFailpoint(t *testing.T, p *shopProc, spec string, within time.Duration) {
-	t.Helper()
-	p.wait(t, within)
-	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("%s with WALRELAY_FAILPOINT=%s ended with %s; want death by SIGKILL\n%s", p.name, spec, p.cmd.ProcessState, p.out.tail(30))
-	}
-	if line := "failpoint " + spec + ":"; !strings.Contains(p.out.String(), line) {
-		t.Fatalf("%s output lacks %q\n%s", p.name, line, p.out.tail(30))
-	}
-}
-
 // shopProc is a running example service.
 type shopProc struct {
-	name string
+	*harness.Process
 	addr string // the order service's base URL
-	cmd  *exec.Cmd
-	out  *shopBuffer
-	done chan struct{}
 }
 
 func shopStart(t *testing.T, name, bin string, env []string, args ...string) *shopProc {
 	t.Helper()
-	p := &shopProc{name: name, out: &shopBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	harness.Must(t, p.cmd.Start(), "start %s", name)
-	go func() {
-		p.cmd.Wait() //nolint:errcheck // the exit status is read from ProcessState
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill() //nolint:errcheck // may have exited already
-		<-p.done
-		if t.Failed() {
-			t.Logf("%s output (last lines):\n%s", name, p.out.tail(40))
-		}
-	})
-	return p
-}
-
-// running fails the test if the process has exited.
-func (p *shopProc) running(t *testing.T) {
-	t.Helper()
-	select {
-	case <-p.done:
-		t.Fatalf("%s exited early (%s):\n%s", p.name, p.cmd.ProcessState, p.out.tail(30))
-	default:
-	}
-}
-
-func (p *shopProc) wait(t *testing.T, within time.Duration) {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(within):
-		t.Fatalf("%s did not exit within %s\n%s", p.name, within, p.out.tail(30))
-	}
-}
-
-// stop sends SIGTERM and returns the exit code.
-func (p *shopProc) stop(t *testing.T) int {
-	t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // may have exited already
-	p.wait(t, 30*time.Second)
-	return p.cmd.ProcessState.ExitCode()
-}
-
-// shopBuffer collects a process's output.
-type shopBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *shopBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *shopBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-// tail is the last n lines.
-func (b *shopBuffer) tail(n int) string {
-	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+	return &shopProc{Process: harness.StartProcess(t, name, bin, env, args...)}
 }
 
 // shopHTTP is the clients' HTTP client.
