@@ -6,7 +6,7 @@ SHELL := /bin/bash
 GO ?= go
 FUZZTIME ?= 20s
 
-.PHONY: all build test unit faults chaos fuzz vet rig-up rig-down demo demo-shop demo-outage clean
+.PHONY: all build test unit faults chaos fuzz vet rig-up rig-down demo demo-shop demo-outage bench clean
 
 all: build
 
@@ -61,6 +61,12 @@ demo-shop: rig-up
 # after the outage.
 demo-outage: build rig-up
 	scripts/demo-outage.sh
+
+# The benchmark suite (issue 7): drain rate against pg_recvlogical, latency at
+# steady load, allocations per message; prints the tables and rewrites the
+# generated part of BENCHMARKS.md. WALRELAY_BENCH_SCALE=0.1 for a quick look.
+bench: rig-up
+	scripts/bench.sh
 
 clean:
 	rm -rf bin
