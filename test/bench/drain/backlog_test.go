@@ -61,22 +61,38 @@ func newBacklog(ctx context.Context, t *testing.T, pgURL, brokers string) *backl
 			t.Fatalf("create slot %s: %v", s, err)
 		}
 	}
-	b.start = b.currentLSN(ctx, t)
+	b.start = b.lsn(ctx, t, "pg_current_wal_insert_lsn()")
 	return b
 }
 
 // fill loads s and notes the end position: the runs drain up to it.
+//
+// The end is the insert position after the load, not pg_current_wal_lsn():
+// that is the write position, which (the load commits asynchronously) can
+// lie before the last commit records, and pg_recvlogical --endpos would
+// then stop short of them (of the whole 1M-row transaction, say). fill
+// returns once the server has flushed up to the end, since walsenders send
+// only flushed WAL.
 func (b *backlog) fill(ctx context.Context, t *testing.T, s shape, payload int) {
 	t.Helper()
 	b.payloadBytes = load(ctx, t, b.pgURL, b.table, s, payload)
-	b.end = b.currentLSN(ctx, t)
+	b.end = b.lsn(ctx, t, "pg_current_wal_insert_lsn()")
+	deadline := time.Now().Add(time.Minute)
+	for b.lsn(ctx, t, "pg_current_wal_flush_lsn()") < b.end {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not flush its WAL up to %s within a minute", b.end)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
-func (b *backlog) currentLSN(ctx context.Context, t *testing.T) pglogrepl.LSN {
+// lsn reads one of the server's WAL positions: fn is a function such as
+// pg_current_wal_insert_lsn().
+func (b *backlog) lsn(ctx context.Context, t *testing.T, fn string) pglogrepl.LSN {
 	t.Helper()
 	var s string
-	if err := b.db.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&s); err != nil {
-		t.Fatalf("read current wal lsn: %v", err)
+	if err := b.db.QueryRow(ctx, "SELECT "+fn+"::text").Scan(&s); err != nil {
+		t.Fatalf("read %s: %v", fn, err)
 	}
 	lsn, err := pglogrepl.ParseLSN(s)
 	if err != nil {

@@ -39,7 +39,8 @@ func report(t *testing.T, pgURL, brokers string, scale float64, results []result
   done: pg_recvlogical's exit at the end position; walrelay's confirmed_flush_lsn at or past it (polled every
   50 ms; walrelay confirms within --confirm-interval, 250 ms), before the SIGTERM. ratio = the run's msg/s over
   pg_recvlogical's on the same WAL.
-- CPU s: the process's user + system time (rusage); RSS: its peak resident set (rusage maxrss).
+- CPU s: the process's user + system time (rusage); RSS: its peak resident set (VmHWM, sampled every 50 ms
+  and at the end; rusage's maxrss cannot be used, see run_test.go).
   walsender CPU s: the server process that decoded for the run (/proc), recv / discard / kafka.
   start s: walrelay's time from process start to "replication started" (preflight, leader lock), included in its wall time.
 - Targets (issue 7, for payloads up to 1 KB): kafka >= 0.9 and discard >= 0.95 of pg_recvlogical;

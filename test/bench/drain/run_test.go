@@ -32,7 +32,7 @@ type measure struct {
 	wall      time.Duration // process start to done
 	startup   time.Duration // process start to "replication started" (walrelay only)
 	cpu       time.Duration // the child's user + system time
-	maxRSS    int64         // the child's peak RSS, bytes
+	maxRSS    int64         // the child's peak RSS (VmHWM), bytes
 	walsender time.Duration // CPU time of the walsender that served the run
 }
 
@@ -73,14 +73,37 @@ func (c *child) exited() bool {
 	}
 }
 
-// usage fills m's CPU and RSS from the exited child's rusage.
+// usage fills m's CPU time from the exited child's rusage.
+//
+// The peak RSS is not taken from there: Go starts a child with
+// clone(CLONE_VM|CLONE_VFORK), so until its exec the child runs in the
+// test's own address space, and Linux folds that address space's high
+// water mark into the child's ru_maxrss: it never reads below the test
+// process's RSS (33 MiB after a load). sampleRSS reads VmHWM instead, the
+// peak of the child's own, post-exec address space.
 func (c *child) usage(m *measure) {
 	ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
 		return
 	}
 	m.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	m.maxRSS = ru.Maxrss << 10 // KiB on Linux
+}
+
+// sampleRSS raises m.maxRSS to the running child's VmHWM. Call it while
+// the child runs, last just before it ends (or is stopped).
+func (c *child) sampleRSS(m *measure) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	if err != nil {
+		return // exited meanwhile: the last sample stands
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				m.maxRSS = max(m.maxRSS, kb<<10)
+			}
+			return
+		}
+	}
 }
 
 // tail is the last n lines the child printed.
@@ -171,8 +194,10 @@ func runRecvlogical(ctx context.Context, t *testing.T, b *backlog, slot string, 
 		"-o", "proto_version=1", "-o", "publication_names="+b.publication,
 		"--endpos="+b.end.String(), "--no-loop", "-f", "/dev/null")
 	w := &slotWatch{db: b.db, slot: slot}
+	var m measure
 	deadline := time.Now().Add(within)
 	for !c.exited() {
+		c.sampleRSS(&m)
 		if _, err := w.poll(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +206,7 @@ func runRecvlogical(ctx context.Context, t *testing.T, b *backlog, slot string, 
 		}
 		sleepOrDone(c.done, pollInterval)
 	}
-	m := measure{wall: time.Since(c.started), walsender: w.cpu}
+	m.wall, m.walsender = time.Since(c.started), w.cpu
 	if !c.cmd.ProcessState.Success() {
 		t.Fatalf("pg_recvlogical: %s:\n%s", c.cmd.ProcessState, c.tail(20))
 	}
@@ -207,8 +232,10 @@ func runWalrelay(ctx context.Context, t *testing.T, b *backlog, bin, slot, topic
 		"--table", "public."+b.table, "--publication", b.publication, "--slot", slot,
 		"--topic-template", topicTemplate, "--metrics-addr", "")
 	w := &slotWatch{db: b.db, slot: slot}
+	var m measure
 	deadline := time.Now().Add(within)
 	for {
+		c.sampleRSS(&m)
 		pos, err := w.poll(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -224,7 +251,8 @@ func runWalrelay(ctx context.Context, t *testing.T, b *backlog, bin, slot, topic
 		}
 		sleepOrDone(c.done, pollInterval)
 	}
-	m := measure{wall: time.Since(c.started), walsender: w.cpu}
+	m.wall, m.walsender = time.Since(c.started), w.cpu
+	c.sampleRSS(&m)
 	if at, ok := c.out.startedAt(); ok {
 		m.startup = at.Sub(c.started)
 	}
