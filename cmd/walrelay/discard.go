@@ -4,6 +4,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"runtime/pprof"
 	"sync"
 
 	"go.uber.org/zap"
@@ -25,10 +28,30 @@ import (
 // on a service it does not measure.
 const discarding = true
 
+// cpuProfileEnv names a file for a CPU profile of the session (from its
+// start to the publisher's Close), to see where the relay spends its time
+// when Kafka costs nothing. Only this build reads it.
+const cpuProfileEnv = "WALRELAY_DISCARD_CPUPROFILE"
+
 // newPublisher returns a publisher that acknowledges every message at once,
 // without sending it anywhere. cfg is ignored.
-func newPublisher(_ sink.Config, _ *zap.Logger, ack func(token uint64)) (relay.Publisher, error) {
-	return &discardPublisher{ack: ack, closed: make(chan struct{})}, nil
+func newPublisher(_ sink.Config, log *zap.Logger, ack func(token uint64)) (relay.Publisher, error) {
+	p := &discardPublisher{ack: ack, closed: make(chan struct{})}
+	if path := os.Getenv(cpuProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
+		}
+		// Fails when a profile runs already (a later session): that one
+		// goes on, this session is not profiled.
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			log.Warn("no CPU profile of this session", zap.Error(err))
+		} else {
+			p.profile = f
+		}
+	}
+	return p, nil
 }
 
 // discardPublisher acknowledges in Publish itself: the relay counts a
@@ -38,6 +61,7 @@ type discardPublisher struct {
 	ack       func(token uint64)
 	closeOnce sync.Once
 	closed    chan struct{}
+	profile   *os.File // the CPU profile this session writes, or nil
 }
 
 // Run waits for Close (nil: nothing is left in flight) or ctx.
@@ -64,4 +88,12 @@ func (p *discardPublisher) Publish(_ context.Context, _ *schema.Message, token u
 // Block does nothing: no message waits anywhere to be held back.
 func (p *discardPublisher) Block(schema.Blocker) {}
 
-func (p *discardPublisher) Close() { p.closeOnce.Do(func() { close(p.closed) }) }
+func (p *discardPublisher) Close() {
+	p.closeOnce.Do(func() {
+		close(p.closed)
+		if p.profile != nil {
+			pprof.StopCPUProfile()
+			p.profile.Close()
+		}
+	})
+}

@@ -8,13 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 )
 
 func TestDiscardPublisherAcksAtOnce(t *testing.T) {
 	var acked []uint64
-	pub, err := newPublisher(sink.Config{}, nil, func(token uint64) { acked = append(acked, token) })
+	pub, err := newPublisher(sink.Config{}, zap.NewNop(), func(token uint64) { acked = append(acked, token) })
 	if err != nil {
 		t.Fatal(err)
 	}
