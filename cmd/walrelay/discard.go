@@ -33,23 +33,33 @@ const discarding = true
 // when Kafka costs nothing. Only this build reads it.
 const cpuProfileEnv = "WALRELAY_DISCARD_CPUPROFILE"
 
+var profileOnce sync.Once
+
 // newPublisher returns a publisher that acknowledges every message at once,
 // without sending it anywhere. cfg is ignored.
-func newPublisher(_ sink.Config, log *zap.Logger, ack func(token uint64)) (relay.Publisher, error) {
+func newPublisher(_ sink.Config, _ *zap.Logger, ack func(token uint64)) (relay.Publisher, error) {
 	p := &discardPublisher{ack: ack, closed: make(chan struct{})}
-	if path := os.Getenv(cpuProfileEnv); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
+	path := os.Getenv(cpuProfileEnv)
+	if path == "" {
+		return p, nil
+	}
+	var err error
+	// Only the first session is profiled: a later one (after a transient
+	// failure) must not truncate the file the first one wrote.
+	profileOnce.Do(func() {
+		var f *os.File
+		if f, err = os.Create(path); err != nil {
+			err = fmt.Errorf("%s: %w", cpuProfileEnv, err)
+			return
 		}
-		// Fails when a profile runs already (a later session): that one
-		// goes on, this session is not profiled.
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err = pprof.StartCPUProfile(f); err != nil {
 			f.Close()
-			log.Warn("no CPU profile of this session", zap.Error(err))
-		} else {
-			p.profile = f
+			return
 		}
+		p.profile = f
+	})
+	if err != nil {
+		return nil, err
 	}
 	return p, nil
 }
