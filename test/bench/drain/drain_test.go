@@ -34,6 +34,7 @@ type result struct {
 func TestBenchDrain(t *testing.T) {
 	pgURL, brokers := harness.Services(t)
 	scale := benchScale(t)
+	loadBefore := loadAverage()
 	var results []result
 	for _, s := range shapes {
 		for _, p := range payloadSizes {
@@ -48,7 +49,7 @@ func TestBenchDrain(t *testing.T) {
 	if len(results) == 0 {
 		return
 	}
-	md := report(t, pgURL, brokers, scale, results)
+	md := report(t, pgURL, brokers, scale, results, loadBefore+" before, "+loadAverage()+" after")
 	t.Log("\n" + md)
 	writeReport(t, md)
 }

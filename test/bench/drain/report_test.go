@@ -21,12 +21,15 @@ import (
 
 // report is drain.md: how to reproduce it, the machine, the table, and how
 // to read it.
-func report(t *testing.T, pgURL, brokers string, scale float64, results []result) string {
+// load is the machine's load average around the runs: the machine is
+// shared, and a busy one slows every run (the ratios less than the rates).
+func report(t *testing.T, pgURL, brokers string, scale float64, results []result, load string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Drain: a backlog against pg_recvlogical\n\n")
 	fmt.Fprintf(&b, "Reproduce: `WALRELAY_BENCH_SCALE=%g go test -tags bench -run TestBenchDrain -count=1 -timeout 0 -v ./test/bench/drain`\n\n", scale)
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), PostgreSQL %s, Kafka %s (broker at %s), %s.\n\n",
 		runtime.NumCPU(), cpuModel(), pgVersion(t, pgURL), kafkaVersion(), brokers, time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "Load average (1 min): %s; PostgreSQL, Kafka and walrelay share these CPUs with whatever else runs.\n\n", load)
 	table(&b, results)
 	b.WriteString(`
 - rows: WALRELAY_BENCH_SCALE times the issue's shape; * = cut so that the shape's WAL stays under ~3 GB.
@@ -89,6 +92,15 @@ func writeReport(t *testing.T, md string) {
 	path := filepath.Join(dir, "drain.md")
 	harness.Must(t, os.WriteFile(path, []byte(md), 0o644), "write %s", path)
 	t.Logf("wrote %s", path)
+}
+
+// loadAverage is the 1-minute load average from /proc/loadavg.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
 }
 
 func cpuModel() string {
