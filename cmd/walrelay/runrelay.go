@@ -33,6 +33,9 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
+	if discarding {
+		log.Warn("discarding build: messages are NOT published (built with -tags walrelay_discard, for benchmarks only)")
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -144,7 +147,7 @@ func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard fu
 		}
 		cfg := sinkCfg
 		cfg.Blocked = blocked
-		pub, err := sink.New(cfg, log, ack)
+		pub, err := newPublisher(cfg, log, ack)
 		if err != nil {
 			return relay.Parts{}, err
 		}
@@ -223,6 +226,9 @@ func (o options) preflight(ctx context.Context, log *zap.Logger, sinkCfg sink.Co
 	}
 	if err := store.Ready(checkCtx); err != nil {
 		return err
+	}
+	if discarding {
+		return nil // no broker needed: see discard.go
 	}
 	return sink.Ping(checkCtx, sinkCfg)
 }

@@ -1,0 +1,122 @@
+//go:build bench
+
+package drain
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// backlog is one shape's outbox table, loaded, with its publication and the
+// three slots that read it: all removed in t.Cleanup.
+type backlog struct {
+	pgURL, brokers string
+	db             *pgxpool.Pool
+	id             string
+	table          string
+	publication    string
+	slots          [3]string // pg_recvlogical, discarding walrelay, walrelay to Kafka
+	start, end     pglogrepl.LSN
+	payloadBytes   int64
+}
+
+// newBacklog creates the table and publication from `walrelay schema`, as
+// users get them, then the three slots, so that all three start before the
+// load and read the same WAL.
+func newBacklog(ctx context.Context, t *testing.T, pgURL, brokers string) *backlog {
+	t.Helper()
+	var r [4]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		t.Fatal(err)
+	}
+	id := hex.EncodeToString(r[:])
+	b := &backlog{pgURL: pgURL, brokers: brokers, id: id, table: "drain_" + id, publication: "drain_pub_" + id}
+	for i := range b.slots {
+		b.slots[i] = "drain_" + id + "_" + [...]string{"recv", "discard", "kafka"}[i]
+	}
+	db, err := pgxpool.New(ctx, pgURL)
+	if err != nil {
+		t.Fatalf("connect to postgres: %v", err)
+	}
+	b.db = db
+	t.Cleanup(b.drop)
+
+	out, err := exec.CommandContext(ctx, walrelayBin, "schema", "--table", "public."+b.table, "--publication", b.publication).Output()
+	if err != nil {
+		t.Fatalf("walrelay schema: %v", err)
+	}
+	if _, err := db.Exec(ctx, string(out)); err != nil {
+		t.Fatalf("apply `walrelay schema` DDL: %v", err)
+	}
+	for _, s := range b.slots {
+		if _, err := db.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", s); err != nil {
+			t.Fatalf("create slot %s: %v", s, err)
+		}
+	}
+	b.start = b.lsn(ctx, t, "pg_current_wal_insert_lsn()")
+	return b
+}
+
+// fill loads s and notes the end position: the runs drain up to it.
+//
+// The end is the insert position after the load, not pg_current_wal_lsn():
+// that is the write position, which (the load commits asynchronously) can
+// lie before the last commit records, and pg_recvlogical --endpos would
+// then stop short of them (of the whole 1M-row transaction, say). fill
+// returns once the server has flushed up to the end, since walsenders send
+// only flushed WAL.
+func (b *backlog) fill(ctx context.Context, t *testing.T, s shape, payload int) {
+	t.Helper()
+	b.payloadBytes = load(ctx, t, b.pgURL, b.table, s, payload)
+	b.end = b.lsn(ctx, t, "pg_current_wal_insert_lsn()")
+	deadline := time.Now().Add(time.Minute)
+	for b.lsn(ctx, t, "pg_current_wal_flush_lsn()") < b.end {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not flush its WAL up to %s within a minute", b.end)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// lsn reads one of the server's WAL positions: fn is a function such as
+// pg_current_wal_insert_lsn().
+func (b *backlog) lsn(ctx context.Context, t *testing.T, fn string) pglogrepl.LSN {
+	t.Helper()
+	var s string
+	if err := b.db.QueryRow(ctx, "SELECT "+fn+"::text").Scan(&s); err != nil {
+		t.Fatalf("read %s: %v", fn, err)
+	}
+	lsn, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+// drop removes the slots (releasing their WAL), the publication and the
+// tables, best effort: a slot may be held a moment longer by a run that
+// just ended.
+func (b *backlog) drop() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, s := range b.slots {
+		for range 50 {
+			_, err := b.db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", s)
+			if err == nil || !strings.Contains(err.Error(), "is active") {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	b.db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+b.publication)                  //nolint:errcheck // best effort
+	b.db.Exec(ctx, "DROP TABLE IF EXISTS "+b.table+", "+b.table+"_dead_letters") //nolint:errcheck // best effort
+	b.db.Close()
+}

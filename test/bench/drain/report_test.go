@@ -1,0 +1,154 @@
+//go:build bench
+
+package drain
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/test/harness"
+)
+
+// report is drain.md: how to reproduce it, the machine, the table, and how
+// to read it.
+// load is the machine's load average around the runs: the machine is
+// shared, and a busy one slows every run (the ratios less than the rates).
+func report(t *testing.T, pgURL, brokers string, scale float64, results []result, load string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Drain: a backlog against pg_recvlogical\n\n")
+	fmt.Fprintf(&b, "Reproduce: `WALRELAY_BENCH_SCALE=%g go test -tags bench -run TestBenchDrain -count=1 -timeout 0 -v ./test/bench/drain`\n\n", scale)
+	fmt.Fprintf(&b, "Machine: %d CPUs (%s), PostgreSQL %s, Kafka %s (broker at %s), %s.\n\n",
+		runtime.NumCPU(), cpuModel(), pgVersion(t, pgURL), kafkaVersion(), brokers, time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "Load average (1 min): %s; PostgreSQL, Kafka and walrelay share these CPUs with whatever else runs.\n\n", load)
+	table(&b, results)
+	b.WriteString(`
+- rows: WALRELAY_BENCH_SCALE times the issue's shape; * = cut so that the shape's WAL stays under ~3 GB.
+  Payload: JSON around random base64 text (TOAST cannot compress it), 1000 aggregate ids.
+- Each run drains the same WAL through its own slot, all three created before the load.
+  recv = pg_recvlogical (pgoutput, proto_version 1, to /dev/null, --endpos); discard = walrelay built with
+  -tags walrelay_discard (decodes and confirms, produces nothing); kafka = walrelay as shipped, to a topic of 3
+  partitions, acks=all (RequireAll is fixed in the sink; there is no flag), then checked to hold one record per row.
+- msg/s and MB/s: rows and payload bytes (as written, MB = 10^6 B) over the wall time from process start until
+  done: pg_recvlogical's exit at the end position; walrelay's confirmed_flush_lsn at or past it (polled every
+  50 ms; walrelay confirms within --confirm-interval, 250 ms), before the SIGTERM. ratio = the run's msg/s over
+  pg_recvlogical's on the same WAL.
+- CPU s: the process's user + system time (rusage); RSS: its peak resident set (VmHWM, sampled every 50 ms
+  and at the end; rusage's maxrss cannot be used, see run_test.go).
+  walsender CPU s: the server process that decoded for the run (/proc), recv / discard / kafka.
+  start s: walrelay's time from process start to "replication started" (preflight, leader lock), included in its wall time.
+- Targets (issue 7, for payloads up to 1 KB): kafka >= 0.9 and discard >= 0.95 of pg_recvlogical;
+  peak RSS < 100 MB on the 1M-row transaction.
+`)
+	return b.String()
+}
+
+func table(b *strings.Builder, results []result) {
+	b.WriteString("| shape | payload | rows | WAL MB | recv msg/s | recv MB/s | recv CPU s | recv RSS MiB " +
+		"| discard msg/s | discard MB/s | discard ratio | discard CPU s | discard RSS MiB " +
+		"| kafka msg/s | kafka MB/s | kafka ratio | kafka CPU s | kafka RSS MiB | kafka records " +
+		"| walsender CPU s | start s (discard/kafka) |\n")
+	b.WriteString("|" + strings.Repeat("---|", 21) + "\n")
+	for _, r := range results {
+		rows := fmt.Sprint(r.shape.rows())
+		if r.capped {
+			rows += "*"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %.0f |", r.shape.name, payloadName(r.payload), rows, float64(r.walBytes)/1e6)
+		base := r.rate(r.runs[runRecv])
+		for i, m := range r.runs {
+			fmt.Fprintf(b, " %.0f | %.1f |", r.rate(m), float64(r.payloadBytes)/1e6/m.wall.Seconds())
+			if i != runRecv {
+				fmt.Fprintf(b, " %.2f |", r.rate(m)/base)
+			}
+			fmt.Fprintf(b, " %.2f | %d |", m.cpu.Seconds(), m.maxRSS>>20)
+		}
+		fmt.Fprintf(b, " %d | %.2f / %.2f / %.2f | %.2f / %.2f |\n", r.records,
+			r.runs[runRecv].walsender.Seconds(), r.runs[runDiscard].walsender.Seconds(), r.runs[runKafka].walsender.Seconds(),
+			r.runs[runDiscard].startup.Seconds(), r.runs[runKafka].startup.Seconds())
+	}
+}
+
+// rate is messages per second of run m.
+func (r result) rate(m measure) float64 { return float64(r.shape.rows()) / m.wall.Seconds() }
+
+// writeReport writes md to $WALRELAY_BENCH_OUT_DIR/drain.md (default
+// <repo>/.rig/bench).
+func writeReport(t *testing.T, md string) {
+	dir := os.Getenv("WALRELAY_BENCH_OUT_DIR")
+	if dir == "" {
+		dir = filepath.Join(harness.RepoRoot(), ".rig", "bench")
+	}
+	harness.Must(t, os.MkdirAll(dir, 0o755), "create %s", dir)
+	path := filepath.Join(dir, "drain.md")
+	harness.Must(t, os.WriteFile(path, []byte(md), 0o644), "write %s", path)
+	t.Logf("wrote %s", path)
+}
+
+// loadAverage is the 1-minute load average from /proc/loadavg.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func pgVersion(t *testing.T, pgURL string) string {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return "unknown"
+	}
+	defer conn.Close(ctx)
+	var v string
+	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
+		t.Logf("read the server version: %v", err)
+		return "unknown"
+	}
+	return v
+}
+
+// kafkaJar finds the broker's version in a running kafka.Kafka's class
+// path: a kafka_2.13-<version>.jar, or the rig's libs/<version>/ folder.
+var kafkaJar = regexp.MustCompile(`(?:kafka_2\.1[0-9]-|/libs/)([0-9]+\.[0-9]+\.[0-9]+[0-9A-Za-z.\-]*?)(?:\.jar|/)`)
+
+// kafkaVersion is the version of the broker running on this machine, read
+// from its command line (Kafka's protocol does not tell it).
+func kafkaVersion() string {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range cmdlines {
+		b, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(b), "kafka.Kafka") {
+			continue
+		}
+		if m := kafkaJar.FindSubmatch(b); m != nil {
+			return string(m[1])
+		}
+	}
+	return "unknown"
+}

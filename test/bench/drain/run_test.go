@@ -1,0 +1,277 @@
+//go:build bench
+
+package drain
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pollInterval is how often a run's slot is read: the end of a walrelay run
+// is known this late at most.
+const pollInterval = 50 * time.Millisecond
+
+// clockTicks is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
+// every Linux this runs on).
+const clockTicks = 100
+
+// measure is what one run cost.
+type measure struct {
+	wall      time.Duration // process start to done
+	startup   time.Duration // process start to "replication started" (walrelay only)
+	cpu       time.Duration // the child's user + system time
+	maxRSS    int64         // the child's peak RSS (VmHWM), bytes
+	walsender time.Duration // CPU time of the walsender that served the run
+}
+
+// child is one measured process, its output captured.
+type child struct {
+	cmd     *exec.Cmd
+	out     *startWatch
+	started time.Time
+	done    chan struct{}
+}
+
+func startChild(t *testing.T, bin string, args ...string) *child {
+	t.Helper()
+	c := &child{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	c.out = &startWatch{}
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	c.started = time.Now()
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	go func() {
+		c.cmd.Wait() //nolint:errcheck // read from ProcessState
+		close(c.done)
+	}()
+	t.Cleanup(func() {
+		c.cmd.Process.Kill() //nolint:errcheck // has exited already, normally
+		<-c.done
+	})
+	return c
+}
+
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// usage fills m's CPU time from the exited child's rusage.
+//
+// The peak RSS is not taken from there: Go starts a child with
+// clone(CLONE_VM|CLONE_VFORK), so until its exec the child runs in the
+// test's own address space, and Linux folds that address space's high
+// water mark into the child's ru_maxrss: it never reads below the test
+// process's RSS (33 MiB after a load). sampleRSS reads VmHWM instead, the
+// peak of the child's own, post-exec address space.
+func (c *child) usage(m *measure) {
+	ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return
+	}
+	m.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// sampleRSS raises m.maxRSS to the running child's VmHWM. Call it while
+// the child runs, last just before it ends (or is stopped).
+func (c *child) sampleRSS(m *measure) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	if err != nil {
+		return // exited meanwhile: the last sample stands
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				m.maxRSS = max(m.maxRSS, kb<<10)
+			}
+			return
+		}
+	}
+}
+
+// tail is the last n lines the child printed.
+func (c *child) tail(n int) string {
+	lines := strings.Split(strings.TrimRight(c.out.String(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// startWatch keeps a process's output and notes when it first logged that
+// replication started.
+type startWatch struct {
+	mu  sync.Mutex
+	b   bytes.Buffer
+	at  time.Time
+	hit bool
+}
+
+func (w *startWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.hit && bytes.Contains(p, []byte(`"replication started"`)) {
+		w.hit, w.at = true, time.Now()
+	}
+	return w.b.Write(p)
+}
+
+func (w *startWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+func (w *startWatch) startedAt() (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.at, w.hit
+}
+
+// slotWatch reads a slot's confirmed position and the CPU time of the
+// walsender serving it, remembering the last CPU time it saw (the
+// walsender's own ends with the run).
+type slotWatch struct {
+	db   *pgxpool.Pool
+	slot string
+	cpu  time.Duration
+}
+
+func (w *slotWatch) poll(ctx context.Context) (pglogrepl.LSN, error) {
+	var confirmed string
+	var pid *int32
+	err := w.db.QueryRow(ctx, "SELECT confirmed_flush_lsn::text, active_pid FROM pg_replication_slots WHERE slot_name = $1",
+		w.slot).Scan(&confirmed, &pid)
+	if err != nil {
+		return 0, fmt.Errorf("read slot %s: %w", w.slot, err)
+	}
+	if pid != nil {
+		if cpu, ok := procCPU(int(*pid)); ok {
+			w.cpu = cpu
+		}
+	}
+	return pglogrepl.ParseLSN(confirmed)
+}
+
+// procCPU is the user + system time of pid from /proc/<pid>/stat.
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// The command name (field 2) may hold spaces; count from after it.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, true
+}
+
+// runRecvlogical drains slot with pg_recvlogical up to end and times it.
+func runRecvlogical(ctx context.Context, t *testing.T, b *backlog, slot string, within time.Duration) measure {
+	t.Helper()
+	c := startChild(t, recvlogical(), "-d", b.pgURL, "--start", "-S", slot, "-P", "pgoutput",
+		"-o", "proto_version=1", "-o", "publication_names="+b.publication,
+		"--endpos="+b.end.String(), "--no-loop", "-f", "/dev/null")
+	w := &slotWatch{db: b.db, slot: slot}
+	var m measure
+	deadline := time.Now().Add(within)
+	for !c.exited() {
+		c.sampleRSS(&m)
+		if _, err := w.poll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pg_recvlogical did not reach %s within %s:\n%s", b.end, within, c.tail(20))
+		}
+		sleepOrDone(c.done, pollInterval)
+	}
+	m.wall, m.walsender = time.Since(c.started), w.cpu
+	if !c.cmd.ProcessState.Success() {
+		t.Fatalf("pg_recvlogical: %s:\n%s", c.cmd.ProcessState, c.tail(20))
+	}
+	c.usage(&m)
+	return m
+}
+
+// recvlogical is PostgreSQL 15's pg_recvlogical, or one on PATH.
+func recvlogical() string {
+	const debian = "/usr/lib/postgresql/15/bin/pg_recvlogical"
+	if _, err := os.Stat(debian); err == nil {
+		return debian
+	}
+	return "pg_recvlogical"
+}
+
+// runWalrelay runs `bin run` on slot until the slot's confirmed position
+// reaches the backlog's end, then stops it with SIGTERM.
+func runWalrelay(ctx context.Context, t *testing.T, b *backlog, bin, slot, topicTemplate string, within time.Duration) measure {
+	t.Helper()
+	c := startChild(t, bin, "run",
+		"--postgres-url", b.pgURL, "--kafka-brokers", b.brokers,
+		"--table", "public."+b.table, "--publication", b.publication, "--slot", slot,
+		"--topic-template", topicTemplate, "--metrics-addr", "")
+	w := &slotWatch{db: b.db, slot: slot}
+	var m measure
+	deadline := time.Now().Add(within)
+	for {
+		c.sampleRSS(&m)
+		pos, err := w.poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pos >= b.end {
+			break
+		}
+		if c.exited() {
+			t.Fatalf("walrelay exited before confirming %s (at %s): %s\n%s", b.end, pos, c.cmd.ProcessState, c.tail(30))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("walrelay confirmed %s after %s; want >= %s\n%s", pos, within, b.end, c.tail(30))
+		}
+		sleepOrDone(c.done, pollInterval)
+	}
+	m.wall, m.walsender = time.Since(c.started), w.cpu
+	c.sampleRSS(&m)
+	if at, ok := c.out.startedAt(); ok {
+		m.startup = at.Sub(c.started)
+	}
+	c.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // checked by the exit status below
+	select {
+	case <-c.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("walrelay did not stop within 60s of SIGTERM:\n%s", c.tail(30))
+	}
+	if !c.cmd.ProcessState.Success() {
+		t.Fatalf("walrelay stopped with %s:\n%s", c.cmd.ProcessState, c.tail(30))
+	}
+	c.usage(&m)
+	return m
+}
+
+func sleepOrDone(done <-chan struct{}, d time.Duration) {
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+}
