@@ -16,20 +16,20 @@ import (
 )
 
 // backlog is one shape's outbox table, loaded, with its publication and the
-// three slots that read it: all removed in t.Cleanup.
+// four slots that read it: all removed in t.Cleanup.
 type backlog struct {
 	pgURL, brokers string
 	db             *pgxpool.Pool
 	id             string
 	table          string
 	publication    string
-	slots          [3]string // pg_recvlogical, discarding walrelay, walrelay to Kafka
+	slots          [runCount]string // by run: pg_recvlogical, discarding walrelay, walrelay to Kafka, pg_recvlogical
 	start, end     pglogrepl.LSN
 	payloadBytes   int64
 }
 
 // newBacklog creates the table and publication from `walrelay schema`, as
-// users get them, then the three slots, so that all three start before the
+// users get them, then the four slots, so that all four start before the
 // load and read the same WAL.
 func newBacklog(ctx context.Context, t *testing.T, pgURL, brokers string) *backlog {
 	t.Helper()
@@ -40,7 +40,7 @@ func newBacklog(ctx context.Context, t *testing.T, pgURL, brokers string) *backl
 	id := hex.EncodeToString(r[:])
 	b := &backlog{pgURL: pgURL, brokers: brokers, id: id, table: "drain_" + id, publication: "drain_pub_" + id}
 	for i := range b.slots {
-		b.slots[i] = "drain_" + id + "_" + [...]string{"recv", "discard", "kafka"}[i]
+		b.slots[i] = "drain_" + id + "_" + [...]string{"recv", "discard", "kafka", "recv2"}[i]
 	}
 	db, err := pgxpool.New(ctx, pgURL)
 	if err != nil {

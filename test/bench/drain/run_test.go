@@ -21,7 +21,7 @@ import (
 
 // pollInterval is how often a run's slot is read: the end of a walrelay run
 // is known this late at most.
-const pollInterval = 50 * time.Millisecond
+const pollInterval = 20 * time.Millisecond
 
 // clockTicks is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
 // every Linux this runs on).
