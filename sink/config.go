@@ -38,7 +38,7 @@ type Config struct {
 	MaxInFlightMessages int
 	// MaxInFlightBytes bounds the schema.Message.Size of the messages in
 	// flight; Publish blocks beyond it, except that one message is always let
-	// through when nothing else is in flight. Defaults to 64 MiB.
+	// through when nothing else is in flight. Defaults to 16 MiB.
 	MaxInFlightBytes int
 	// WriteTimeout bounds one produce or metadata request. The broker is
 	// asked to wait at most half of it for the in-sync replicas. Defaults to 10s.
@@ -98,7 +98,7 @@ const (
 	defaultBatchMaxMessages    = 500
 	defaultBatchMaxBytes       = 512 << 10
 	defaultMaxInFlightMessages = 10000
-	defaultMaxInFlightBytes    = 64 << 20
+	defaultMaxInFlightBytes    = 16 << 20
 	defaultWriteTimeout        = 10 * time.Second
 	defaultRetryBackoffMin     = 100 * time.Millisecond
 	defaultRetryBackoffMax     = 10 * time.Second

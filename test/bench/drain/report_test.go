@@ -30,6 +30,9 @@ func report(t *testing.T, pgURL, brokers string, scale float64, results []result
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), PostgreSQL %s, Kafka %s (broker at %s), %s.\n\n",
 		runtime.NumCPU(), cpuModel(), pgVersion(t, pgURL), kafkaVersion(), brokers, time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "Load average (1 min): %s; PostgreSQL, Kafka and walrelay share these CPUs with whatever else runs.\n\n", load)
+	if f := relayFlags(); len(f) > 0 {
+		fmt.Fprintf(&b, "walrelay ran with the extra flags `%s` (WALRELAY_BENCH_RELAY_FLAGS).\n\n", strings.Join(f, " "))
+	}
 	table(&b, results)
 	b.WriteString(`
 - rows: WALRELAY_BENCH_SCALE times the issue's shape; * = cut so that the shape's WAL stays under ~3 GB.

@@ -227,10 +227,11 @@ func recvlogical() string {
 // reaches the backlog's end, then stops it with SIGTERM.
 func runWalrelay(ctx context.Context, t *testing.T, b *backlog, bin, slot, topicTemplate string, within time.Duration) measure {
 	t.Helper()
-	c := startChild(t, bin, "run",
+	args := []string{"run",
 		"--postgres-url", b.pgURL, "--kafka-brokers", b.brokers,
 		"--table", "public."+b.table, "--publication", b.publication, "--slot", slot,
-		"--topic-template", topicTemplate, "--metrics-addr", "")
+		"--topic-template", topicTemplate, "--metrics-addr", ""}
+	c := startChild(t, bin, append(args, relayFlags()...)...)
 	w := &slotWatch{db: b.db, slot: slot}
 	var m measure
 	deadline := time.Now().Add(within)
@@ -274,4 +275,11 @@ func sleepOrDone(done <-chan struct{}, d time.Duration) {
 	case <-done:
 	case <-time.After(d):
 	}
+}
+
+// relayFlags are extra flags for every walrelay run, from
+// WALRELAY_BENCH_RELAY_FLAGS (say "--max-in-flight-bytes 16777216"), for
+// trying a setting; the report names them.
+func relayFlags() []string {
+	return strings.Fields(os.Getenv("WALRELAY_BENCH_RELAY_FLAGS"))
 }
