@@ -34,6 +34,7 @@ type consumer struct {
 	ids  ids
 
 	arrived    []atomic.Int64 // since base, in ns, plus 1 (0: not yet)
+	published  []atomic.Int64 // the record's timestamp, Unix ms: when walrelay's sink took the message
 	count      atomic.Int64   // distinct messages of the run
 	duplicates atomic.Int64
 	foreign    atomic.Int64 // records of no message of this run
@@ -53,7 +54,7 @@ func startConsumer(brokers, topic string, total int, base time.Time, ids ids) (*
 	if err != nil {
 		return nil, fmt.Errorf("look up the partitions of %s: %w", topic, err)
 	}
-	c := &consumer{base: base, ids: ids, arrived: make([]atomic.Int64, total), errs: make(chan error, len(parts))}
+	c := &consumer{base: base, ids: ids, arrived: make([]atomic.Int64, total), published: make([]atomic.Int64, total), errs: make(chan error, len(parts))}
 	var conns []*kafka.Conn
 	for _, p := range parts {
 		conn, err := kafka.DefaultDialer.DialLeader(ctx, "tcp", broker, topic, p.ID)
@@ -109,6 +110,7 @@ func (c *consumer) stamp(m kafka.Message, at time.Duration) {
 		return
 	}
 	if c.arrived[n].CompareAndSwap(0, int64(at)+1) {
+		c.published[n].Store(m.Time.UnixMilli())
 		c.count.Add(1)
 	} else {
 		c.duplicates.Add(1)
@@ -128,6 +130,14 @@ func ceID(m kafka.Message) string {
 func (c *consumer) arrival(n int) (time.Duration, bool) {
 	v := c.arrived[n].Load()
 	return time.Duration(v - 1), v != 0
+}
+
+// publishedAt is the timestamp walrelay gave message n's record (its
+// sink's clock when the message was handed to it, after decoding, before
+// batching), at Kafka's millisecond precision, if n arrived.
+func (c *consumer) publishedAt(n int) (time.Time, bool) {
+	v := c.published[n].Load()
+	return time.UnixMilli(v), v != 0
 }
 
 // waitAll waits until every message of the run arrived, a reader failed,

@@ -18,8 +18,9 @@ import (
 	"github.com/walrelay/walrelay/test/harness"
 )
 
-// rates are the writer's target rates, transactions per second (issue 7).
-var rates = []int{1000, 2500}
+// defaultRates are the writer's target rates, transactions per second
+// (issue 7).
+var defaultRates = []int{1000, 2500}
 
 // ackHistogram is walrelay's commit-to-ack histogram (relay/metrics.go).
 const ackHistogram = "walrelay_commit_to_ack_seconds"
@@ -33,6 +34,9 @@ type result struct {
 	hist       histogram
 	within50ms float64
 	consumer   []time.Duration // arrival - COMMIT return, for the window's messages
+	stages     stages
+	slow       string  // the window's seconds with consumer latencies over 50 ms
+	machineCPU float64 // busy share of the whole machine's CPU in the window
 	duplicates int64
 	cpu        time.Duration // walrelay's user + system time, start to SIGTERM
 	peakRSS    int64         // bytes
@@ -43,7 +47,7 @@ func TestBenchLatency(t *testing.T) {
 	flags := relayFlags()
 	env := machine(t)
 	var results []result
-	for _, rate := range rates {
+	for _, rate := range rates(t) {
 		t.Run(fmt.Sprintf("%d_tx_per_s", rate), func(t *testing.T) {
 			results = append(results, measure(t, rate, window, flags))
 		})
@@ -51,9 +55,9 @@ func TestBenchLatency(t *testing.T) {
 	if len(results) == 0 {
 		t.Fatal("no rate was measured")
 	}
-	table := render(results)
-	t.Logf("latency at steady load:\n%s", table)
-	writeReport(t, env, flags, window, table)
+	tables := render(results) + "\n" + renderStages(results)
+	t.Logf("latency at steady load:\n%s", tables)
+	writeReport(t, env, flags, window, tables)
 }
 
 // scale is WALRELAY_BENCH_SCALE, default 1.
@@ -68,6 +72,25 @@ func scale(t *testing.T) float64 {
 		t.Fatalf("WALRELAY_BENCH_SCALE=%q: want a positive number", s)
 	}
 	return f
+}
+
+// rates are the target rates: WALRELAY_BENCH_RATES (comma-separated, for
+// experiments) or the issue's.
+func rates(t *testing.T) []int {
+	t.Helper()
+	s := os.Getenv("WALRELAY_BENCH_RATES")
+	if s == "" {
+		return defaultRates
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		r, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || r <= 0 {
+			t.Fatalf("WALRELAY_BENCH_RATES=%q: want positive integers, comma-separated", s)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // relayFlags are extra `walrelay run` flags from WALRELAY_BENCH_RELAY_FLAGS
@@ -104,7 +127,9 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 	go func() { writeErr <- w.run(ctx) }()
 
 	before := scrapeAt(t, relay, addr, base.Add(warmup))
+	cpuBefore := readCPU()
 	after := scrapeAt(t, relay, addr, base.Add(warmup+window))
+	machineCPU := readCPU().busySince(cpuBefore)
 	harness.Must(t, <-writeErr, "write")
 	hist, err := after.since(before)
 	harness.Must(t, err, "histogram difference")
@@ -126,6 +151,9 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 		pace:       w.pace(warmup, warmup+window),
 		consumer:   consumerLatencies(w, cons, warmup, warmup+window),
 		duplicates: cons.duplicates.Load(),
+		stages:     splitStages(w, cons, warmup, warmup+window),
+		slow:       slowSeconds(w, cons, warmup, warmup+window, 50*time.Millisecond),
+		machineCPU: machineCPU,
 	}
 	res.cpu, res.peakRSS = usage(t, relay)
 	return res

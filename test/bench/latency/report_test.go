@@ -101,6 +101,21 @@ func render(results []result) string {
 	return b.String()
 }
 
+// renderStages is the second table: where the consumer's latency goes, and
+// how busy the machine was.
+func renderStages(results []result) string {
+	var b strings.Builder
+	b.WriteString("| target tx/s | COMMIT return -> walrelay sink p50 | p99 | max | sink -> consumer p50 | p99 | max | machine CPU busy in window | seconds with a consumer latency > 50 ms |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %.0f%% | %s |\n", r.rate,
+			ms(pick(r.stages.toSink, .5)), ms(pick(r.stages.toSink, .99)), ms(pick(r.stages.toSink, 1)),
+			ms(pick(r.stages.toConsumer, .5)), ms(pick(r.stages.toConsumer, .99)), ms(pick(r.stages.toConsumer, 1)),
+			100*r.machineCPU, r.slow)
+	}
+	return b.String()
+}
+
 // est shows an estimate with the bucket that bounds it.
 func est(e estimate) string {
 	if math.IsNaN(e.value) {
@@ -116,14 +131,15 @@ func est(e estimate) string {
 // (q = 1: the maximum).
 func pick(sorted []time.Duration, q float64) time.Duration {
 	if len(sorted) == 0 {
-		return -1
+		return math.MinInt64
 	}
 	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
+// ms shows a duration in milliseconds; math.MinInt64 (no values) as n/a.
 func ms(d time.Duration) string {
-	if d < 0 {
+	if d == math.MinInt64 {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
@@ -131,7 +147,7 @@ func ms(d time.Duration) string {
 
 // writeReport writes latency.md into WALRELAY_BENCH_OUT_DIR, by default
 // the repository's .rig/bench.
-func writeReport(t *testing.T, e environment, flags []string, window time.Duration, table string) {
+func writeReport(t *testing.T, e environment, flags []string, window time.Duration, tables string) {
 	t.Helper()
 	dir := os.Getenv("WALRELAY_BENCH_OUT_DIR")
 	if dir == "" {
@@ -160,12 +176,14 @@ func writeReport(t *testing.T, e environment, flags []string, window time.Durati
 		"a writer of single-row autocommit INSERT transactions (~200 B JSON payload, %d aggregates) on %d connections, paced by a schedule; "+
 		"measured window %s after a warm-up, the writer going on at the same rate until after the window. Load average after: %s.\n\n",
 		relayFlags, aggregates, writerConns, window, loadAverage())
-	b.WriteString(table)
+	b.WriteString(tables)
 	b.WriteString(`
 - *histogram*: walrelay_commit_to_ack_seconds, difference of the cumulative buckets scraped at the start and the end of the window (the acks made in the window). It runs from PostgreSQL's commit timestamp to Kafka's acknowledgement. p50/p99/p99.9 are linear interpolations within a bucket (estimates; the true value lies in the bucket shown, ms); *acks <= 50 ms* is read from the 50 ms bucket bound and is exact.
 - *consumer*: arrival at a kafka-go partition reader (MaxWait 10 ms, MinBytes 1) minus the wall time the writer's COMMIT returned, for the messages whose COMMIT returned in the window (nearest rank). It includes the consumer's fetch delay; it starts after the commit's WAL flush, the histogram before it.
 - *late starts*: transactions of the window that began more than 5 ms behind their slot (every connection busy, or the scheduler woke late); *achieved*: COMMITs returned in the window per second.
 - *walrelay CPU s*, *peak RSS*: the whole process, start to SIGTERM (warm-up and tail included), from its rusage.
+- *COMMIT return -> walrelay sink*, *sink -> consumer*: the consumer's latency split at the record timestamp walrelay's sink sets when it takes a decoded message, before batching (millisecond precision; the first part covers walsender, network and decoding and can be slightly negative, since WAL is streamed once flushed, possibly before the writer sees its COMMIT return; the second covers the linger, the produce request, Kafka's acknowledgement and the consumer's fetch).
+- *machine CPU busy*: /proc/stat over the window, every process on the machine (PostgreSQL, Kafka, walrelay, the benchmark's writer and consumer, anything else running).
 - Every committed message arrived (a missing one fails the benchmark); *duplicates* counts records read more than once.
 `)
 	path := filepath.Join(dir, "latency.md")
