@@ -38,14 +38,15 @@ type consumer struct {
 	count      atomic.Int64   // distinct messages of the run
 	duplicates atomic.Int64
 	foreign    atomic.Int64 // records of no message of this run
+	reconnects atomic.Int64 // fetches that failed and reconnected: their records arrive late
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	errs   chan error
 }
 
-// startConsumer connects to the leader of each partition of topic and
-// starts reading; stop ends it.
+// startConsumer looks up the partitions of topic and starts reading each
+// from its first offset; stop ends it.
 func startConsumer(brokers, topic string, total int, base time.Time, ids ids) (*consumer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -55,55 +56,99 @@ func startConsumer(brokers, topic string, total int, base time.Time, ids ids) (*
 		return nil, fmt.Errorf("look up the partitions of %s: %w", topic, err)
 	}
 	c := &consumer{base: base, ids: ids, arrived: make([]atomic.Int64, total), published: make([]atomic.Int64, total), errs: make(chan error, len(parts))}
-	var conns []*kafka.Conn
-	for _, p := range parts {
-		conn, err := kafka.DefaultDialer.DialLeader(ctx, "tcp", broker, topic, p.ID)
-		if err == nil {
-			_, err = conn.Seek(0, kafka.SeekStart) // the partition's first offset
-		}
-		if err != nil {
-			for _, c := range conns {
-				c.Close()
-			}
-			return nil, fmt.Errorf("connect to partition %d of %s: %w", p.ID, topic, err)
-		}
-		conns = append(conns, conn)
-	}
 	runCtx, stop := context.WithCancel(context.Background())
 	c.cancel = stop
-	for i, conn := range conns {
+	for _, p := range parts {
+		pr := &partitionReader{broker: broker, topic: topic, partition: p.ID, offset: kafka.FirstOffset, reconnects: &c.reconnects}
+		if err := pr.connect(ctx); err != nil {
+			stop()
+			c.wg.Wait()
+			return nil, err
+		}
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			defer conn.Close()
-			c.errs <- c.read(runCtx, conn, parts[i].ID)
+			defer pr.close()
+			c.errs <- pr.read(runCtx, c.stamp)
 		}()
 	}
 	return c, nil
 }
 
-// read fetches from conn until ctx is done (checked between fetches, which
-// last at most consumeMaxWait when idle).
-func (c *consumer) read(ctx context.Context, conn *kafka.Conn, partition int) error {
+// partitionReader fetches one partition on a connection to its leader; it
+// reconnects where it left off when the connection fails (kafka-go's Conn
+// reports io.ErrNoProgress now and then under load, as its Reader knows).
+type partitionReader struct {
+	broker, topic string
+	partition     int
+	offset        int64 // the next offset to read, or kafka.FirstOffset
+	conn          *kafka.Conn
+	reconnects    *atomic.Int64
+}
+
+func (p *partitionReader) connect(ctx context.Context) error {
+	conn, err := kafka.DefaultDialer.DialLeader(ctx, "tcp", p.broker, p.topic, p.partition)
+	if err != nil {
+		return fmt.Errorf("connect to partition %d of %s: %w", p.partition, p.topic, err)
+	}
+	if p.offset == kafka.FirstOffset {
+		_, err = conn.Seek(0, kafka.SeekStart)
+	} else {
+		_, err = conn.Seek(p.offset, kafka.SeekAbsolute)
+	}
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("seek partition %d of %s: %w", p.partition, p.topic, err)
+	}
+	p.conn = conn
+	return nil
+}
+
+func (p *partitionReader) close() {
+	if p.conn != nil {
+		p.conn.Close()
+	}
+}
+
+// maxReconnects bounds consecutive failed fetches before the reader gives up.
+const maxReconnects = 10
+
+// read fetches until ctx is done (checked between fetches, which last at
+// most consumeMaxWait when idle), handing each record to stamp with its
+// arrival time.
+func (p *partitionReader) read(ctx context.Context, stamp func(kafka.Message)) error {
+	failures := 0
 	for ctx.Err() == nil {
-		conn.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // fails only on a closed conn, which the fetch reports
-		batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: 10 << 20, MaxWait: consumeMaxWait})
+		p.conn.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // fails only on a closed conn, which the fetch reports
+		batch := p.conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: 10 << 20, MaxWait: consumeMaxWait})
 		for {
 			m, err := batch.ReadMessage()
 			if err != nil {
 				break
 			}
-			c.stamp(m, time.Since(c.base))
+			stamp(m)
+			p.offset = m.Offset + 1
 		}
-		if err := batch.Close(); err != nil && !errors.Is(err, kafka.RequestTimedOut) {
-			return fmt.Errorf("fetch partition %d: %w", partition, err)
+		err := batch.Close()
+		if err == nil || errors.Is(err, kafka.RequestTimedOut) {
+			failures = 0
+			continue
+		}
+		if failures++; failures > maxReconnects {
+			return fmt.Errorf("fetch partition %d: %w (%d reconnects in a row failed)", p.partition, err, maxReconnects)
+		}
+		p.reconnects.Add(1)
+		p.close()
+		if err := p.connect(ctx); err != nil && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond) // the next fetch fails on the closed conn and retries
 		}
 	}
 	return nil
 }
 
-// stamp records the arrival of m at at.
-func (c *consumer) stamp(m kafka.Message, at time.Duration) {
+// stamp records the arrival of m, now.
+func (c *consumer) stamp(m kafka.Message) {
+	at := time.Since(c.base)
 	n, ok := c.ids.index(ceID(m))
 	if !ok || n >= len(c.arrived) {
 		c.foreign.Add(1)
@@ -147,14 +192,14 @@ func (c *consumer) waitAll(within time.Duration) error {
 	for c.count.Load() < int64(len(c.arrived)) {
 		select {
 		case err := <-c.errs:
-			if err != nil {
-				return err
+			if err == nil {
+				err = errors.New("a partition reader stopped")
 			}
-			return errors.New("a partition reader stopped")
+			return fmt.Errorf("the consumer failed: %w", err)
 		default:
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d messages arrived within %s", c.count.Load(), len(c.arrived), within)
+			return fmt.Errorf("committed messages missing from Kafka: %d of %d arrived within %s", c.count.Load(), len(c.arrived), within)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -105,13 +105,13 @@ func render(results []result) string {
 // how busy the machine was.
 func renderStages(results []result) string {
 	var b strings.Builder
-	b.WriteString("| target tx/s | COMMIT return -> walrelay sink p50 | p99 | max | sink -> consumer p50 | p99 | max | machine CPU busy in window | seconds with a consumer latency > 50 ms |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| target tx/s | COMMIT return -> walrelay sink p50 | p99 | max | sink -> consumer p50 | p99 | max | machine CPU busy in window | consumer reconnects | seconds with a consumer latency > 50 ms |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %.0f%% | %s |\n", r.rate,
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %.0f%% | %d | %s |\n", r.rate,
 			ms(pick(r.stages.toSink, .5)), ms(pick(r.stages.toSink, .99)), ms(pick(r.stages.toSink, 1)),
 			ms(pick(r.stages.toConsumer, .5)), ms(pick(r.stages.toConsumer, .99)), ms(pick(r.stages.toConsumer, 1)),
-			100*r.machineCPU, r.slow)
+			100*r.machineCPU, r.reconnects, r.slow)
 	}
 	return b.String()
 }
