@@ -40,6 +40,7 @@ type result struct {
 	duplicates int64
 	reconnects int64         // the consumer's: each delays the records behind it
 	cpu        time.Duration // walrelay's user + system time, start to SIGTERM
+	ran        time.Duration // walrelay's run, start to exit
 	peakRSS    int64         // bytes
 }
 
@@ -111,6 +112,7 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 	f.WalrelayOK("init")
 	addr := harness.FreePort(t)
 	// --status-interval is set back to its default (the fixture shortens it).
+	started := time.Now()
 	relay := f.Run(append([]string{"--metrics-addr", addr, "--status-interval", "10s"}, flags...)...)
 	relay.WaitStarted()
 
@@ -145,6 +147,7 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 	if code := relay.Stop(); code != 0 {
 		t.Fatalf("walrelay run exited %d after SIGTERM; want 0", code)
 	}
+	ran := time.Since(started)
 	within, err := hist.fractionWithin(.05)
 	harness.Must(t, err, "acks within 50 ms")
 	res := result{
@@ -156,6 +159,7 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 		stages:     splitStages(w, cons, warmup, warmup+window),
 		slow:       slowSeconds(w, cons, warmup, warmup+window, 50*time.Millisecond),
 		machineCPU: machineCPU,
+		ran:        ran,
 	}
 	res.cpu, res.peakRSS = usage(t, relay)
 	return res

@@ -89,14 +89,14 @@ func loadAverage() string {
 // render is the Markdown table, one row per rate.
 func render(results []result) string {
 	var b strings.Builder
-	b.WriteString("| target tx/s | achieved tx/s | late starts (>5 ms) / max | messages (window / all) | histogram p50 | p99 | p99.9 | acks <= 50 ms | consumer p50 | p99 | p99.9 | max | duplicates | all arrived | walrelay CPU s | peak RSS MB |\n")
+	b.WriteString("| target tx/s | achieved tx/s | late starts (>5 ms) / max | messages (window / all) | histogram p50 | p99 | p99.9 | acks <= 50 ms | consumer p50 | p99 | p99.9 | max | duplicates | all arrived | walrelay CPU s (cores) | peak RSS MB |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %d | %.0f | %d / %s | %.0f / %d | %s | %s | %s | %.2f%% | %s | %s | %s | %s | %d | yes | %.1f | %.0f |\n",
+		fmt.Fprintf(&b, "| %d | %.0f | %d / %s | %.0f / %d | %s | %s | %s | %.2f%% | %s | %s | %s | %s | %d | yes | %.1f (%.2f) | %.0f |\n",
 			r.rate, r.pace.achieved, r.pace.late, ms(r.pace.maxLate), r.hist.total(), r.messages,
 			est(r.hist.quantile(.5)), est(r.hist.quantile(.99)), est(r.hist.quantile(.999)), 100*r.within50ms,
 			ms(pick(r.consumer, .5)), ms(pick(r.consumer, .99)), ms(pick(r.consumer, .999)), ms(pick(r.consumer, 1)),
-			r.duplicates, r.cpu.Seconds(), float64(r.peakRSS)/(1<<20))
+			r.duplicates, r.cpu.Seconds(), r.cpu.Seconds()/r.ran.Seconds(), float64(r.peakRSS)/(1<<20))
 	}
 	return b.String()
 }
@@ -179,9 +179,9 @@ func writeReport(t *testing.T, e environment, flags []string, window time.Durati
 	b.WriteString(tables)
 	b.WriteString(`
 - *histogram*: walrelay_commit_to_ack_seconds, difference of the cumulative buckets scraped at the start and the end of the window (the acks made in the window). It runs from PostgreSQL's commit timestamp to Kafka's acknowledgement. p50/p99/p99.9 are linear interpolations within a bucket (estimates; the true value lies in the bucket shown, ms); *acks <= 50 ms* is read from the 50 ms bucket bound and is exact.
-- *consumer*: arrival at a kafka-go partition reader (MaxWait 10 ms, MinBytes 1) minus the wall time the writer's COMMIT returned, for the messages whose COMMIT returned in the window (nearest rank). It includes the consumer's fetch delay; it starts after the commit's WAL flush, the histogram before it.
+- *consumer*: arrival at the benchmark's consumer (a fetch loop on a kafka-go Conn per partition, MaxWait 10 ms, MinBytes 1) minus the wall time the writer's COMMIT returned, for the messages whose COMMIT returned in the window (nearest rank). It includes the consumer's fetch delay; it starts after the commit's WAL flush, the histogram before it. Under a backlog the two differ more: the histogram counts the acks made in the window (late acks of earlier commits included), the consumer the messages committed in it.
 - *late starts*: transactions of the window that began more than 5 ms behind their slot (every connection busy, or the scheduler woke late); *achieved*: COMMITs returned in the window per second.
-- *walrelay CPU s*, *peak RSS*: the whole process, start to SIGTERM (warm-up and tail included), from its rusage.
+- *walrelay CPU s*, *peak RSS*: the whole process, start to SIGTERM (warm-up and tail included), from its rusage; *cores* is CPU seconds per second of its run.
 - *COMMIT return -> walrelay sink*, *sink -> consumer*: the consumer's latency split at the record timestamp walrelay's sink sets when it takes a decoded message, before batching (millisecond precision; the first part covers walsender, network and decoding and can be slightly negative, since WAL is streamed once flushed, possibly before the writer sees its COMMIT return; the second covers the linger, the produce request, Kafka's acknowledgement and the consumer's fetch).
 - *machine CPU busy*: /proc/stat over the window, every process on the machine (PostgreSQL, Kafka, walrelay, the benchmark's writer and consumer, anything else running).
 - Every committed message arrived (a missing one fails the benchmark); *duplicates* counts records read more than once.

@@ -3,6 +3,7 @@
 package latency
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -44,9 +45,10 @@ func splitStages(w *writer, c *consumer, from, to time.Duration) stages {
 	return s
 }
 
-// slowSeconds lists the seconds of the window (counted from its start)
-// whose worst consumer latency exceeded limit: whether slow messages
-// cluster in bursts or spread evenly says much about their cause.
+// slowSeconds counts the seconds of the window (counted from its start)
+// whose worst consumer latency exceeded limit, and names the worst three:
+// whether slow messages cluster in bursts or spread evenly says much about
+// their cause.
 func slowSeconds(w *writer, c *consumer, from, to, limit time.Duration) string {
 	type second struct {
 		worst time.Duration
@@ -76,12 +78,13 @@ func slowSeconds(w *writer, c *consumer, from, to, limit time.Duration) string {
 	for k := range secs {
 		keys = append(keys, k)
 	}
-	slices.Sort(keys)
+	// The worst three, so that a long bad stretch does not flood the table.
+	slices.SortFunc(keys, func(a, b int) int { return cmp.Compare(secs[b].worst, secs[a].worst) })
 	var parts []string
-	for _, k := range keys {
+	for _, k := range keys[:min(3, len(keys))] {
 		parts = append(parts, fmt.Sprintf("s%d: %d msgs, worst %s", k, secs[k].over, ms(secs[k].worst)))
 	}
-	return strings.Join(parts, "; ")
+	return fmt.Sprintf("%d of %d s; worst: %s", len(secs), int((to-from)/time.Second), strings.Join(parts, "; "))
 }
 
 // cpuTimes is the machine's aggregate line of /proc/stat, in ticks.
