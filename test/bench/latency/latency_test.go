@@ -37,6 +37,8 @@ type result struct {
 	stages     stages
 	slow       string  // the window's seconds with consumer latencies over 50 ms
 	machineCPU float64 // busy share of the whole machine's CPU in the window
+	walRate    float64 // bytes of WAL the whole cluster wrote per second in the window
+	slotStats  slotStats
 	duplicates int64
 	reconnects int64         // the consumer's: each delays the records behind it
 	cpu        time.Duration // walrelay's user + system time, start to SIGTERM
@@ -130,9 +132,10 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 	go func() { writeErr <- w.run(ctx) }()
 
 	before := scrapeAt(t, relay, addr, base.Add(warmup))
-	cpuBefore := readCPU()
+	cpuBefore, walBefore := readCPU(), f.CurrentLSN()
 	after := scrapeAt(t, relay, addr, base.Add(warmup+window))
 	machineCPU := readCPU().busySince(cpuBefore)
+	walRate := float64(f.CurrentLSN()-walBefore) / window.Seconds()
 	harness.Must(t, <-writeErr, "write")
 	hist, err := after.since(before)
 	harness.Must(t, err, "histogram difference")
@@ -144,6 +147,7 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 	}
 	cons.stop()
 
+	stats := readSlotStats(t, f.DB, f.Slot)
 	if code := relay.Stop(); code != 0 {
 		t.Fatalf("walrelay run exited %d after SIGTERM; want 0", code)
 	}
@@ -160,6 +164,8 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 		slow:       slowSeconds(w, cons, warmup, warmup+window, 50*time.Millisecond),
 		machineCPU: machineCPU,
 		ran:        ran,
+		walRate:    walRate,
+		slotStats:  stats,
 	}
 	res.cpu, res.peakRSS = usage(t, relay)
 	return res
@@ -215,6 +221,23 @@ func consumerLatencies(w *writer, c *consumer, from, to time.Duration) []time.Du
 	}
 	slices.Sort(out)
 	return out
+}
+
+// slotStats are the slot's decoding figures from pg_stat_replication_slots
+// (PostgreSQL 14+), over the whole run: the walsender decodes every
+// transaction of the database, the outbox's and everybody else's.
+type slotStats struct {
+	decodedBytes, spillBytes int64
+}
+
+func readSlotStats(t *testing.T, db *pgxpool.Pool, slot string) slotStats {
+	t.Helper()
+	var s slotStats
+	err := db.QueryRow(context.Background(),
+		"SELECT coalesce(total_bytes, 0), coalesce(spill_bytes, 0) FROM pg_stat_replication_slots WHERE slot_name = $1", slot).
+		Scan(&s.decodedBytes, &s.spillBytes)
+	harness.Must(t, err, "read pg_stat_replication_slots for %s", slot)
+	return s
 }
 
 // usage is walrelay's CPU time and peak RSS, from its exit status.
