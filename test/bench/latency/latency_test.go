@@ -35,9 +35,12 @@ type result struct {
 	within50ms float64
 	consumer   []time.Duration // arrival - COMMIT return, for the window's messages
 	stages     stages
-	slow       string  // the window's seconds with consumer latencies over 50 ms
-	machineCPU float64 // busy share of the whole machine's CPU in the window
-	walRate    float64 // bytes of WAL the whole cluster wrote per second in the window
+	slow       string          // the window's seconds with consumer latencies over 50 ms
+	machineCPU float64         // busy share of the whole machine's CPU in the window
+	walRate    float64         // bytes of WAL the whole cluster wrote per second in the window
+	probe      []time.Duration // Kafka's acknowledgement of a lone record, in the window
+	probeErrs  int
+	neighbours string // other benchmark programs seen during the window
 	slotStats  slotStats
 	duplicates int64
 	reconnects int64         // the consumer's: each delays the records behind it
@@ -110,7 +113,7 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 	const tail = time.Second
 	total := int(int64(rate) * int64(warmup+window+tail) / int64(time.Second))
 
-	f := harness.New(t, "bench")
+	f := harness.New(t, "bench", "probe")
 	f.WalrelayOK("init")
 	addr := harness.FreePort(t)
 	// --status-interval is set back to its default (the fixture shortens it).
@@ -125,6 +128,9 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 	harness.Must(t, err, "start the consumer")
 	t.Cleanup(cons.stop)
 
+	pr := startProbe(f.Brokers, f.Topic("probe"))
+	t.Cleanup(pr.end)
+
 	w := newWriter(pool, f.Table, rate, total, base, ids)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // a failed test stops the writer
@@ -133,8 +139,13 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 
 	before := scrapeAt(t, relay, addr, base.Add(warmup))
 	cpuBefore, walBefore := readCPU(), f.CurrentLSN()
+	pr.take() // drops the warm-up
+	nb := watchNeighbours(os.Getpid(), relay.Cmd.Process.Pid)
 	after := scrapeAt(t, relay, addr, base.Add(warmup+window))
 	machineCPU := readCPU().busySince(cpuBefore)
+	probeRTTs, probeErrs := pr.take()
+	neighbours := nb.end()
+	pr.end()
 	walRate := float64(f.CurrentLSN()-walBefore) / window.Seconds()
 	harness.Must(t, <-writeErr, "write")
 	hist, err := after.since(before)
@@ -166,6 +177,9 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 		ran:        ran,
 		walRate:    walRate,
 		slotStats:  stats,
+		probe:      probeRTTs,
+		probeErrs:  probeErrs,
+		neighbours: neighbours,
 	}
 	res.cpu, res.peakRSS = usage(t, relay)
 	return res
