@@ -12,9 +12,10 @@ import (
 	"time"
 )
 
-// neighbours watches for other benchmark-like programs on the machine
-// while the window runs: other test binaries, other walrelay processes,
-// pg_recvlogical. The machine has two cores shared by everyone, so a
+// neighbours watches for other busy programs on the machine while the
+// window runs: other test binaries, other walrelay processes,
+// pg_recvlogical, the Go compiler and linker, PostgreSQL's autovacuum
+// workers. The machine has two cores shared by everyone, so a
 // figure measured beside another benchmark says more about the neighbour
 // than about walrelay; the report names them rather than guessing.
 type neighbours struct {
@@ -57,13 +58,28 @@ func (n *neighbours) sample() {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		comm := strings.TrimSpace(string(b))
-		if strings.HasSuffix(comm, ".test") || comm == "walrelay" || comm == "pg_recvlogical" {
+		if name := busyName(d, strings.TrimSpace(string(b))); name != "" {
 			n.mu.Lock()
-			n.seen[comm] = true
+			n.seen[name] = true
 			n.mu.Unlock()
 		}
 	}
+}
+
+// busyName is how the report names a process of command comm (its
+// /proc/<pid>/comm at path) if it is one to watch, else "".
+func busyName(path, comm string) string {
+	switch {
+	case strings.HasSuffix(comm, ".test"), comm == "walrelay", comm == "pg_recvlogical", comm == "compile", comm == "link":
+		return comm
+	case comm == "postgres":
+		// A backend's title is in its command line: "postgres: autovacuum worker db".
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(path), "cmdline"))
+		if err == nil && strings.Contains(string(b), "autovacuum worker") {
+			return "autovacuum"
+		}
+	}
+	return ""
 }
 
 // end stops watching and returns what was seen, or "none".

@@ -105,14 +105,14 @@ func render(results []result) string {
 // how busy the machine was.
 func renderStages(results []result) string {
 	var b strings.Builder
-	b.WriteString("| target tx/s | COMMIT return -> walrelay sink p50 | p99 | max | sink -> consumer p50 | p99 | max | Kafka ack probe p50 | p99 | max | machine CPU busy in window | cluster WAL MB/s in window | slot decoded / spilled MB | consumer reconnects | seconds with a consumer latency > 50 ms | other benchmarks seen in window |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	b.WriteString("| target tx/s | COMMIT return -> walrelay sink p50 | p99 | max | sink -> consumer p50 | p99 | max | Kafka ack probe p50 | p99 | max | machine CPU busy in window | cluster WAL MB/s in window | slot decoded / spilled MB | consumer reconnects | seconds with a consumer latency > 50 ms | PostgreSQL checkpoints in window | other busy programs seen in window |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f%% | %.1f | %.0f / %.0f | %d | %s | %s |\n", r.rate,
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f%% | %.1f | %.0f / %.0f | %d | %s | %d | %s |\n", r.rate,
 			ms(pick(r.stages.toSink, .5)), ms(pick(r.stages.toSink, .99)), ms(pick(r.stages.toSink, 1)),
 			ms(pick(r.stages.toConsumer, .5)), ms(pick(r.stages.toConsumer, .99)), ms(pick(r.stages.toConsumer, 1)),
 			ms(pick(r.probe, .5)), ms(pick(r.probe, .99)), ms(pick(r.probe, 1))+failed(r.probeErrs),
-			100*r.machineCPU, r.walRate/1e6, float64(r.slotStats.decodedBytes)/1e6, float64(r.slotStats.spillBytes)/1e6, r.reconnects, r.slow, r.neighbours)
+			100*r.machineCPU, r.walRate/1e6, float64(r.slotStats.decodedBytes)/1e6, float64(r.slotStats.spillBytes)/1e6, r.reconnects, r.slow, r.checkpoints, r.neighbours)
 	}
 	return b.String()
 }
@@ -193,7 +193,8 @@ func writeReport(t *testing.T, e environment, flags []string, window time.Durati
 - *walrelay CPU s*, *peak RSS*: the whole process, start to SIGTERM (warm-up and tail included), from its rusage; *cores* is CPU seconds per second of its run.
 - *COMMIT return -> walrelay sink*, *sink -> consumer*: the consumer's latency split at the record timestamp walrelay's sink sets when it takes a decoded message, before batching (millisecond precision; the first part covers walsender, network and decoding and can be slightly negative, since WAL is streamed once flushed, possibly before the writer sees its COMMIT return; the second covers the linger, the produce request, Kafka's acknowledgement and the consumer's fetch).
 - *Kafka ack probe*: the benchmark's own produce requests of one small record (RequiredAcks all, every 20 ms, to a topic of its own), request to answer, in the window: the broker's share of *sink -> consumer*, the rest being the batch wait (linger), walrelay's one-request-in-flight queueing per partition, and the fetch.
-- *other benchmarks seen*: test binaries, walrelay and pg_recvlogical processes not of this benchmark, sampled every 0.5 s in the window; "none" means the figures are this benchmark's alone.
+- *PostgreSQL checkpoints*: checkpoints started in the window (pg_stat_bgwriter); one after a neighbour's bulk load flushes its dirty pages while this benchmark runs.
+- *other busy programs seen*: test binaries, walrelay and pg_recvlogical processes not of this benchmark, the Go compiler and linker, PostgreSQL autovacuum workers, sampled every 0.5 s in the window; "none" means none of those ran beside it (a checkpoint or another kind of program can still load the machine: see *machine CPU busy*).
 - *machine CPU busy*: /proc/stat over the window, every process on the machine (PostgreSQL, Kafka, walrelay, the benchmark's writer and consumer, anything else running).
 - *cluster WAL MB/s*: pg_current_wal_lsn() over the window, every database's writes; *slot decoded / spilled*: pg_stat_replication_slots total_bytes and spill_bytes of the run's slot. A logical walsender reads and decodes all the cluster's WAL and reassembles every transaction of its database, not only the outbox's: other writers' traffic costs the relay's slot time too.
 - Every committed message arrived (a missing one fails the benchmark); *duplicates* counts records read more than once.
