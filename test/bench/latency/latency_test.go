@@ -27,27 +27,22 @@ const ackHistogram = "walrelay_commit_to_ack_seconds"
 
 // result is one rate's figures, one row of the table.
 type result struct {
-	rate        int
-	window      time.Duration
-	pace        pace
-	messages    int // committed in all, warm-up and tail included
-	hist        histogram
-	within50ms  float64
-	consumer    []time.Duration // arrival - COMMIT return, for the window's messages
-	stages      stages
-	slow        string          // the window's seconds with consumer latencies over 50 ms
-	machineCPU  float64         // busy share of the whole machine's CPU in the window
-	walRate     float64         // bytes of WAL the whole cluster wrote per second in the window
-	probe       []time.Duration // Kafka's acknowledgement of a lone record, in the window
-	probeErrs   int
-	neighbours  string // other busy programs seen during the window
-	checkpoints int64  // PostgreSQL checkpoints that began in the window
-	slotStats   slotStats
-	duplicates  int64
-	reconnects  int64         // the consumer's: each delays the records behind it
-	cpu         time.Duration // walrelay's user + system time, start to SIGTERM
-	ran         time.Duration // walrelay's run, start to exit
-	peakRSS     int64         // bytes
+	rate       int
+	window     time.Duration
+	pace       pace
+	messages   int // committed in all, warm-up and tail included
+	hist       histogram
+	within50ms float64
+	consumer   []time.Duration // arrival - COMMIT return, for the window's messages
+	stages     stages
+	slow       string       // the window's seconds with consumer latencies over 50 ms
+	around     surroundings // the machine, the cluster and Kafka in the window
+	slotStats  slotStats
+	duplicates int64
+	reconnects int64         // the consumer's: each delays the records behind it
+	cpu        time.Duration // walrelay's user + system time, start to SIGTERM
+	ran        time.Duration // walrelay's run, start to exit
+	peakRSS    int64         // bytes
 }
 
 func TestBenchLatency(t *testing.T) {
@@ -139,16 +134,9 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 	go func() { writeErr <- w.run(ctx) }()
 
 	before := scrapeAt(t, relay, addr, base.Add(warmup))
-	cpuBefore, walBefore, ckptBefore := readCPU(), f.CurrentLSN(), checkpoints(t, f.DB)
-	pr.take() // drops the warm-up
-	nb := watchNeighbours(os.Getpid(), relay.Cmd.Process.Pid)
+	watch := startWatch(t, f, pr, relay.Cmd.Process.Pid)
 	after := scrapeAt(t, relay, addr, base.Add(warmup+window))
-	machineCPU := readCPU().busySince(cpuBefore)
-	probeRTTs, probeErrs := pr.take()
-	neighbours := nb.end()
-	pr.end()
-	walRate := float64(f.CurrentLSN()-walBefore) / window.Seconds()
-	ckpts := checkpoints(t, f.DB) - ckptBefore
+	around := watch.end(t)
 	harness.Must(t, <-writeErr, "write")
 	hist, err := after.since(before)
 	harness.Must(t, err, "histogram difference")
@@ -169,20 +157,15 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 	harness.Must(t, err, "acks within 50 ms")
 	res := result{
 		rate: rate, window: window, messages: total, hist: hist, within50ms: within,
-		pace:        w.pace(warmup, warmup+window),
-		consumer:    consumerLatencies(w, cons, warmup, warmup+window),
-		duplicates:  cons.duplicates.Load(),
-		reconnects:  cons.reconnects.Load(),
-		stages:      splitStages(w, cons, warmup, warmup+window),
-		slow:        slowSeconds(w, cons, warmup, warmup+window, 50*time.Millisecond),
-		machineCPU:  machineCPU,
-		ran:         ran,
-		walRate:     walRate,
-		slotStats:   stats,
-		probe:       probeRTTs,
-		probeErrs:   probeErrs,
-		neighbours:  neighbours,
-		checkpoints: ckpts,
+		pace:       w.pace(warmup, warmup+window),
+		consumer:   consumerLatencies(w, cons, warmup, warmup+window),
+		duplicates: cons.duplicates.Load(),
+		reconnects: cons.reconnects.Load(),
+		stages:     splitStages(w, cons, warmup, warmup+window),
+		slow:       slowSeconds(w, cons, warmup, warmup+window, 50*time.Millisecond),
+		around:     around,
+		slotStats:  stats,
+		ran:        ran,
 	}
 	res.cpu, res.peakRSS = usage(t, relay)
 	return res
@@ -255,17 +238,6 @@ func readSlotStats(t *testing.T, db *pgxpool.Pool, slot string) slotStats {
 		Scan(&s.decodedBytes, &s.spillBytes)
 	harness.Must(t, err, "read pg_stat_replication_slots for %s", slot)
 	return s
-}
-
-// checkpoints is how many checkpoints PostgreSQL has started (timed and
-// requested), from pg_stat_bgwriter (PostgreSQL 15; 17 moved them to
-// pg_stat_checkpointer).
-func checkpoints(t *testing.T, db *pgxpool.Pool) int64 {
-	t.Helper()
-	var n int64
-	err := db.QueryRow(context.Background(), "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter").Scan(&n)
-	harness.Must(t, err, "read pg_stat_bgwriter")
-	return n
 }
 
 // usage is walrelay's CPU time and peak RSS, from its exit status.

@@ -111,8 +111,8 @@ func renderStages(results []result) string {
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f%% | %.1f | %.0f / %.0f | %d | %s | %d | %s |\n", r.rate,
 			ms(pick(r.stages.toSink, .5)), ms(pick(r.stages.toSink, .99)), ms(pick(r.stages.toSink, 1)),
 			ms(pick(r.stages.toConsumer, .5)), ms(pick(r.stages.toConsumer, .99)), ms(pick(r.stages.toConsumer, 1)),
-			ms(pick(r.probe, .5)), ms(pick(r.probe, .99)), ms(pick(r.probe, 1))+failed(r.probeErrs),
-			100*r.machineCPU, r.walRate/1e6, float64(r.slotStats.decodedBytes)/1e6, float64(r.slotStats.spillBytes)/1e6, r.reconnects, r.slow, r.checkpoints, r.neighbours)
+			ms(pick(r.around.probe, .5)), ms(pick(r.around.probe, .99)), ms(pick(r.around.probe, 1))+failed(r.around.probeErrs),
+			100*r.around.machineCPU, r.around.walRate/1e6, float64(r.slotStats.decodedBytes)/1e6, float64(r.slotStats.spillBytes)/1e6, r.reconnects, r.slow, r.around.checkpoints, r.around.neighbours)
 	}
 	return b.String()
 }
