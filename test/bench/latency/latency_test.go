@@ -1,0 +1,252 @@
+//go:build bench
+
+package latency
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walrelay/walrelay/test/harness"
+)
+
+// defaultRates are the writer's target rates, transactions per second
+// (issue 7).
+var defaultRates = []int{1000, 2500}
+
+// ackHistogram is walrelay's commit-to-ack histogram (relay/metrics.go).
+const ackHistogram = "walrelay_commit_to_ack_seconds"
+
+// result is one rate's figures, one row of the table.
+type result struct {
+	rate       int
+	window     time.Duration
+	pace       pace
+	messages   int // committed in all, warm-up and tail included
+	hist       histogram
+	within50ms float64
+	consumer   []time.Duration // arrival - COMMIT return, for the window's messages
+	stages     stages
+	slow       string       // the window's seconds with consumer latencies over 50 ms
+	around     surroundings // the machine, the cluster and Kafka in the window
+	slotStats  slotStats
+	duplicates int64
+	reconnects int64         // the consumer's: each delays the records behind it
+	cpu        time.Duration // walrelay's user + system time, start to SIGTERM
+	ran        time.Duration // walrelay's run, start to exit
+	peakRSS    int64         // bytes
+}
+
+func TestBenchLatency(t *testing.T) {
+	window := max(10*time.Second, time.Duration(float64(60*time.Second)*scale(t)))
+	flags := relayFlags()
+	env := machine(t)
+	var results []result
+	for _, rate := range rates(t) {
+		t.Run(fmt.Sprintf("%d_tx_per_s", rate), func(t *testing.T) {
+			results = append(results, measure(t, rate, window, flags))
+		})
+	}
+	if len(results) == 0 {
+		t.Fatal("no rate was measured")
+	}
+	tables := render(results) + "\n" + renderStages(results)
+	t.Logf("latency at steady load:\n%s", tables)
+	writeReport(t, env, flags, window, tables)
+}
+
+// scale is WALRELAY_BENCH_SCALE, default 1.
+func scale(t *testing.T) float64 {
+	t.Helper()
+	s := os.Getenv("WALRELAY_BENCH_SCALE")
+	if s == "" {
+		return 1
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f <= 0 {
+		t.Fatalf("WALRELAY_BENCH_SCALE=%q: want a positive number", s)
+	}
+	return f
+}
+
+// rates are the target rates: WALRELAY_BENCH_RATES (comma-separated, for
+// experiments) or the issue's.
+func rates(t *testing.T) []int {
+	t.Helper()
+	s := os.Getenv("WALRELAY_BENCH_RATES")
+	if s == "" {
+		return defaultRates
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		r, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || r <= 0 {
+			t.Fatalf("WALRELAY_BENCH_RATES=%q: want positive integers, comma-separated", s)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// relayFlags are extra `walrelay run` flags from WALRELAY_BENCH_RELAY_FLAGS
+// (space-separated, e.g. "--kafka-linger=1ms"), for experiments; the
+// benchmark proper runs with none, that is with the defaults.
+func relayFlags() []string { return strings.Fields(os.Getenv("WALRELAY_BENCH_RELAY_FLAGS")) }
+
+// measure runs one rate on a fresh outbox, slot and topic: warm-up, the
+// measured window, and a tail, all at the same rate, so that every ack in
+// the window happens under steady load.
+func measure(t *testing.T, rate int, window time.Duration, flags []string) result {
+	warmup := max(3*time.Second, window/12)
+	const tail = time.Second
+	total := int(int64(rate) * int64(warmup+window+tail) / int64(time.Second))
+
+	f := harness.New(t, "bench", "probe")
+	f.WalrelayOK("init")
+	addr := harness.FreePort(t)
+	// --status-interval is set back to its default (the fixture shortens it).
+	started := time.Now()
+	relay := f.Run(append([]string{"--metrics-addr", addr, "--status-interval", "10s"}, flags...)...)
+	relay.WaitStarted()
+
+	pool := writerPool(t, f.PGURL)
+	ids := newIDs()
+	base := time.Now().Add(200 * time.Millisecond) // the consumer's readers connect meanwhile
+	cons, err := startConsumer(f.Brokers, f.Topic("bench"), total, base, ids)
+	harness.Must(t, err, "start the consumer")
+	t.Cleanup(cons.stop)
+
+	pr := startProbe(f.Brokers, f.Topic("probe"))
+	t.Cleanup(pr.end)
+
+	w := newWriter(pool, f.Table, rate, total, base, ids)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // a failed test stops the writer
+	writeErr := make(chan error, 1)
+	go func() { writeErr <- w.run(ctx) }()
+
+	before := scrapeAt(t, relay, addr, base.Add(warmup))
+	watch := startWatch(t, f, pr, relay.Cmd.Process.Pid)
+	after := scrapeAt(t, relay, addr, base.Add(warmup+window))
+	around := watch.end(t)
+	harness.Must(t, <-writeErr, "write")
+	hist, err := after.since(before)
+	harness.Must(t, err, "histogram difference")
+	if err := cons.waitAll(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := cons.foreign.Load(); n > 0 {
+		t.Errorf("consumer read %d records of no message of this run", n)
+	}
+	cons.stop()
+
+	stats := readSlotStats(t, f.DB, f.Slot)
+	if code := relay.Stop(); code != 0 {
+		t.Fatalf("walrelay run exited %d after SIGTERM; want 0", code)
+	}
+	ran := time.Since(started)
+	within, err := hist.fractionWithin(.05)
+	harness.Must(t, err, "acks within 50 ms")
+	res := result{
+		rate: rate, window: window, messages: total, hist: hist, within50ms: within,
+		pace:       w.pace(warmup, warmup+window),
+		consumer:   consumerLatencies(w, cons, warmup, warmup+window),
+		duplicates: cons.duplicates.Load(),
+		reconnects: cons.reconnects.Load(),
+		stages:     splitStages(w, cons, warmup, warmup+window),
+		slow:       slowSeconds(w, cons, warmup, warmup+window, 50*time.Millisecond),
+		around:     around,
+		slotStats:  stats,
+		ran:        ran,
+	}
+	res.cpu, res.peakRSS = usage(t, relay)
+	return res
+}
+
+// writerPool opens the writer's connections up front, so that connecting
+// is not part of the first transactions' latency.
+func writerPool(t *testing.T, pgURL string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgURL)
+	harness.Must(t, err, "parse the postgres url")
+	cfg.MaxConns, cfg.MinConns = writerConns, writerConns
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	harness.Must(t, err, "open the writer's pool")
+	t.Cleanup(pool.Close)
+	conns := make([]*pgxpool.Conn, 0, writerConns)
+	for range writerConns {
+		c, err := pool.Acquire(ctx)
+		harness.Must(t, err, "connect a writer")
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	return pool
+}
+
+// scrapeAt waits until at, checks that walrelay still runs and scrapes its
+// commit-to-ack histogram.
+func scrapeAt(t *testing.T, relay *harness.Relay, addr string, at time.Time) histogram {
+	t.Helper()
+	time.Sleep(time.Until(at))
+	relay.Running()
+	h, err := scrapeHistogram(addr, ackHistogram)
+	harness.Must(t, err, "scrape walrelay")
+	return h
+}
+
+// consumerLatencies are arrival minus COMMIT return of the messages whose
+// COMMIT returned in [from, to), sorted.
+func consumerLatencies(w *writer, c *consumer, from, to time.Duration) []time.Duration {
+	var out []time.Duration
+	for n := range w.total {
+		committed := w.committed[n]
+		if committed < from || committed >= to {
+			continue
+		}
+		if at, ok := c.arrival(n); ok {
+			out = append(out, at-committed)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// slotStats are the slot's decoding figures from pg_stat_replication_slots
+// (PostgreSQL 14+), over the whole run: the walsender decodes every
+// transaction of the database, the outbox's and everybody else's.
+type slotStats struct {
+	decodedBytes, spillBytes int64
+}
+
+func readSlotStats(t *testing.T, db *pgxpool.Pool, slot string) slotStats {
+	t.Helper()
+	var s slotStats
+	err := db.QueryRow(context.Background(),
+		"SELECT coalesce(total_bytes, 0), coalesce(spill_bytes, 0) FROM pg_stat_replication_slots WHERE slot_name = $1", slot).
+		Scan(&s.decodedBytes, &s.spillBytes)
+	harness.Must(t, err, "read pg_stat_replication_slots for %s", slot)
+	return s
+}
+
+// usage is walrelay's CPU time and peak RSS, from its exit status.
+func usage(t *testing.T, relay *harness.Relay) (time.Duration, int64) {
+	t.Helper()
+	ru, ok := relay.Cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		t.Fatalf("no rusage for walrelay on this platform")
+	}
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return cpu, ru.Maxrss * 1024 // Linux reports kilobytes
+}

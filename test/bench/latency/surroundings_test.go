@@ -1,0 +1,72 @@
+//go:build bench
+
+package latency
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walrelay/walrelay/test/harness"
+)
+
+// surroundings are what else went on during the measured window: how busy
+// the machine and the cluster were, how fast Kafka acknowledged a lone
+// record, and which other busy programs ran. On a 2-core machine shared
+// with other work they decide whether a figure describes walrelay.
+type surroundings struct {
+	machineCPU  float64         // busy share of the whole machine's CPU
+	walRate     float64         // bytes of WAL the whole cluster wrote per second
+	checkpoints int64           // PostgreSQL checkpoints that began
+	probe       []time.Duration // Kafka's acknowledgement of a lone record, sorted
+	probeErrs   int
+	neighbours  string // other busy programs seen
+}
+
+// watch collects the surroundings from startWatch to end.
+type watch struct {
+	f     *harness.Fixture
+	probe *probe
+	nb    *neighbours
+	cpu   cpuTimes
+	wal   pglogrepl.LSN
+	ckpt  int64
+	start time.Time
+}
+
+// startWatch begins the window's watch; relayPID is the benchmark's own
+// walrelay, not a neighbour.
+func startWatch(t *testing.T, f *harness.Fixture, pr *probe, relayPID int) *watch {
+	t.Helper()
+	pr.take() // drops the warm-up's round trips
+	return &watch{
+		f: f, probe: pr, nb: watchNeighbours(os.Getpid(), relayPID),
+		cpu: readCPU(), wal: f.CurrentLSN(), ckpt: checkpoints(t, f.DB), start: time.Now(),
+	}
+}
+
+func (w *watch) end(t *testing.T) surroundings {
+	t.Helper()
+	s := surroundings{machineCPU: readCPU().busySince(w.cpu)}
+	s.walRate = float64(w.f.CurrentLSN()-w.wal) / time.Since(w.start).Seconds()
+	s.checkpoints = checkpoints(t, w.f.DB) - w.ckpt
+	s.probe, s.probeErrs = w.probe.take()
+	s.neighbours = w.nb.end()
+	w.probe.end()
+	return s
+}
+
+// checkpoints is how many checkpoints PostgreSQL has started (timed and
+// requested), from pg_stat_bgwriter (PostgreSQL 15; 17 moved them to
+// pg_stat_checkpointer).
+func checkpoints(t *testing.T, db *pgxpool.Pool) int64 {
+	t.Helper()
+	var n int64
+	err := db.QueryRow(context.Background(), "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter").Scan(&n)
+	harness.Must(t, err, "read pg_stat_bgwriter")
+	return n
+}
