@@ -24,10 +24,9 @@ type Config struct {
 	// after a stop was asked for, before they are abandoned (they will be
 	// replayed on the next start). Defaults to 30s.
 	ShutdownTimeout time.Duration
-	// QueuedBatches is the number of batches of replication events queued
-	// between the stream and the pump (a batch holds at most 256 events and
-	// 1 MiB of WAL data, or one larger row). Defaults to 8.
-	QueuedBatches int
+	// EventBuffer is the number of replication events queued between the
+	// stream and the pump. Defaults to 1024.
+	EventBuffer int
 	// RestartBackoffMin and RestartBackoffMax bound the exponential backoff,
 	// with full jitter, between sessions after a transient failure (a lost
 	// connection to PostgreSQL, say). Default to 1s and 30s.
@@ -54,8 +53,8 @@ func (c *Config) setDefaults() {
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 30 * time.Second
 	}
-	if c.QueuedBatches <= 0 {
-		c.QueuedBatches = 8
+	if c.EventBuffer <= 0 {
+		c.EventBuffer = 1024
 	}
 	if c.RestartBackoffMin <= 0 {
 		c.RestartBackoffMin = time.Second
@@ -70,7 +69,7 @@ func (c *Config) setDefaults() {
 
 // stream is the replication side, as the relay uses it (slot.Stream).
 type stream interface {
-	Run(ctx context.Context, out chan<- []slot.Event, pos slot.Position, drained <-chan struct{}) error
+	Run(ctx context.Context, out chan<- slot.Event, pos slot.Position, drained <-chan struct{}) error
 }
 
 // Publisher is the Kafka side, as the relay uses it (sink.Sink).

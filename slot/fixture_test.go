@@ -288,20 +288,7 @@ func startRun(t *testing.T, cfg slot.Config, buffer int) *run {
 		done:    make(chan error, 1),
 	}
 	pos := func() pglogrepl.LSN { return pglogrepl.LSN(r.pos.Load()) }
-	// Run delivers batches; the tests read the events one by one.
-	batches := make(chan []slot.Event)
-	go func() { r.done <- st.Run(ctx, batches, pos, r.drained) }()
-	go func() {
-		defer close(r.events)
-		for b := range batches {
-			if len(b) == 0 {
-				t.Errorf("Run delivered an empty batch")
-			}
-			for _, ev := range b {
-				r.events <- ev
-			}
-		}
-	}()
+	go func() { r.done <- st.Run(ctx, r.events, pos, r.drained) }()
 	t.Cleanup(func() {
 		r.cancel()
 		r.drain(10 * time.Second)

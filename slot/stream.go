@@ -33,22 +33,7 @@ type Stream struct {
 	walEnd     pglogrepl.LSN
 	nextStatus time.Time // the next status update is due, changed or not
 	nextCheck  time.Time // the next look at whether pos() moved
-
-	// batch holds the events read but not yet delivered, batchBytes their
-	// data: see flushIfDue.
-	batch      []Event
-	batchBytes int
 }
-
-// A batch is delivered when the connection's read buffer is empty, or when
-// it reaches either bound first. Handing events over one by one cost a
-// goroutine wake-up each (most of walrelay's CPU on a backlog of small
-// transactions); a batch costs one, and the bounds keep the events queued
-// between the stream and its consumer small.
-const (
-	maxBatchEvents = 256
-	maxBatchBytes  = 1 << 20
-)
 
 // New validates cfg. metrics may be nil.
 func New(cfg Config, log *zap.Logger, metrics *Metrics) (*Stream, error) {
@@ -63,14 +48,14 @@ func New(cfg Config, log *zap.Logger, metrics *Metrics) (*Stream, error) {
 }
 
 // Run checks the server, publication and slot, starts replication and
-// delivers events to out, in WAL order and in batches (never empty), until
-// ctx is done or the stream fails. The first event is KindStart.
+// delivers events to out, in WAL order, until ctx is done or the stream
+// fails. The first event is KindStart.
 //
 // Then it stops receiving, closes out, and keeps answering the server until
 // drained is closed (the consumer has finished with everything it
 // received); it sends a final status update with pos() and returns. pos is
 // called from Run's goroutine only. Run returns nil after a stop by ctx.
-func (s *Stream) Run(ctx context.Context, out chan<- []Event, pos Position, drained <-chan struct{}) (err error) {
+func (s *Stream) Run(ctx context.Context, out chan<- Event, pos Position, drained <-chan struct{}) (err error) {
 	closed := false
 	closeOut := func() {
 		if !closed {
@@ -92,7 +77,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- []Event, pos Position, drai
 	s.metrics.confirmed.Set(float64(s.sent))
 	s.log.Info("replication started", zap.String("slot", s.cfg.Slot), zap.Stringer("confirmed_flush_lsn", info.ConfirmedFlush))
 
-	if err := s.deliver(ctx, out, pos, []Event{{Kind: KindStart, Pos: info.ConfirmedFlush}}); err == nil {
+	if err := s.deliver(ctx, out, pos, Event{Kind: KindStart, Pos: info.ConfirmedFlush}); err == nil {
 		err = s.receive(ctx, out, pos)
 		if err != nil && ctx.Err() == nil {
 			return err
@@ -193,43 +178,19 @@ func (s *Stream) startReplication(ctx context.Context) error {
 }
 
 // receive reads the stream until ctx is done or it fails.
-//
-// It bounds each read with a deadline on the connection itself and reads
-// with context.Background(): pgconn then skips its per-call context watch
-// (a context with a deadline and a cancellation hook for every message,
-// which cost as much as decoding a row). Cancelling ctx moves the deadline
-// to the past, which ends a blocked read at once.
-func (s *Stream) receive(ctx context.Context, out chan<- []Event, pos Position) error {
-	nc := s.conn.Conn()
-	stop := context.AfterFunc(ctx, func() { _ = nc.SetReadDeadline(time.Now()) })
-	defer stop()
-	var deadline time.Time
+func (s *Stream) receive(ctx context.Context, out chan<- Event, pos Position) error {
 	for {
 		if err := s.statusIfDue(ctx, pos); err != nil {
 			return err
 		}
-		if w := s.wake(); !w.Equal(deadline) {
-			deadline = w
-			if err := nc.SetReadDeadline(w); err != nil {
-				return fmt.Errorf("receive from slot %q: %w", s.cfg.Slot, err)
-			}
-		}
-		// Checked after the deadline is set: a cancellation from here on
-		// moves it to the past after this did.
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		msg, err := s.conn.ReceiveMessage(context.Background())
+		rctx, cancel := context.WithDeadline(ctx, s.wake())
+		msg, err := s.conn.ReceiveMessage(rctx)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			if pgconn.Timeout(err) {
-				// Nothing came in time; what was read before a partial
-				// message must not wait for the rest of it.
-				if err := s.flush(ctx, out, pos); err != nil {
-					return err
-				}
 				continue
 			}
 			var big *pgproto3.ExceededMaxBodyLenErr
@@ -238,40 +199,16 @@ func (s *Stream) receive(ctx context.Context, out chan<- []Event, pos Position) 
 			}
 			return fmt.Errorf("receive from slot %q: %w", s.cfg.Slot, err)
 		}
-		if err := s.handle(ctx, pos, msg); err != nil {
-			return err
-		}
-		if err := s.flushIfDue(ctx, out, pos); err != nil {
+		if err := s.handle(ctx, out, pos, msg); err != nil {
 			return err
 		}
 	}
 }
 
-// flushIfDue delivers the batch when the connection has nothing more
-// buffered (the next read would wait for the server: what was read must
-// not wait with it) or when the batch is full.
-func (s *Stream) flushIfDue(ctx context.Context, out chan<- []Event, pos Position) error {
-	if len(s.batch) < maxBatchEvents && s.batchBytes < maxBatchBytes && s.conn.Frontend().ReadBufferLen() > 0 {
-		return nil
-	}
-	return s.flush(ctx, out, pos)
-}
-
-// flush delivers the batch.
-func (s *Stream) flush(ctx context.Context, out chan<- []Event, pos Position) error {
-	if len(s.batch) == 0 {
-		return nil
-	}
-	b := s.batch
-	// The consumer owns b now; the next batch starts about as large.
-	s.batch, s.batchBytes = make([]Event, 0, len(b)), 0
-	return s.deliver(ctx, out, pos, b)
-}
-
-func (s *Stream) handle(ctx context.Context, pos Position, msg pgproto3.BackendMessage) error {
+func (s *Stream) handle(ctx context.Context, out chan<- Event, pos Position, msg pgproto3.BackendMessage) error {
 	switch m := msg.(type) {
 	case *pgproto3.CopyData:
-		return s.handleCopyData(ctx, pos, m.Data)
+		return s.handleCopyData(ctx, out, pos, m.Data)
 	case *pgproto3.ErrorResponse:
 		return fmt.Errorf("slot %q: %w", s.cfg.Slot, pgconn.ErrorResponseToPgError(m))
 	case *pgproto3.CopyDone:
@@ -280,9 +217,7 @@ func (s *Stream) handle(ctx context.Context, pos Position, msg pgproto3.BackendM
 	return nil
 }
 
-// handleCopyData adds a keepalive or a WAL message to the batch, and
-// answers a keepalive that asks for a reply.
-func (s *Stream) handleCopyData(ctx context.Context, pos Position, data []byte) error {
+func (s *Stream) handleCopyData(ctx context.Context, out chan<- Event, pos Position, data []byte) error {
 	if len(data) == 0 {
 		return fmt.Errorf("slot %q: empty CopyData message", s.cfg.Slot)
 	}
@@ -293,7 +228,9 @@ func (s *Stream) handleCopyData(ctx context.Context, pos Position, data []byte) 
 			return fmt.Errorf("slot %q: %w", s.cfg.Slot, err)
 		}
 		s.observeWALEnd(pkm.ServerWALEnd)
-		s.batch = append(s.batch, Event{Kind: KindKeepalive, Pos: pkm.ServerWALEnd})
+		if err := s.deliver(ctx, out, pos, Event{Kind: KindKeepalive, Pos: pkm.ServerWALEnd}); err != nil {
+			return err
+		}
 		if pkm.ReplyRequested {
 			err := s.sendStatus(ctx, pos, false)
 			failpoint.Inject("keepalive-reply")
@@ -309,8 +246,7 @@ func (s *Stream) handleCopyData(ctx context.Context, pos Position, data []byte) 
 		// consumer gets its own copy.
 		own := make([]byte, len(xld.WALData))
 		copy(own, xld.WALData)
-		s.batch = append(s.batch, Event{Kind: KindData, Pos: xld.WALStart, Data: own})
-		s.batchBytes += len(own)
+		return s.deliver(ctx, out, pos, Event{Kind: KindData, Pos: xld.WALStart, Data: own})
 	}
 	return nil
 }
@@ -321,18 +257,18 @@ func (s *Stream) observeWALEnd(end pglogrepl.LSN) {
 	}
 }
 
-// deliver hands the batch b to out, sending status updates while it waits
-// so that a blocked consumer (Kafka down) never silences the connection.
-func (s *Stream) deliver(ctx context.Context, out chan<- []Event, pos Position, b []Event) error {
+// deliver hands ev to out, sending status updates while it waits so that a
+// blocked consumer (Kafka down) never silences the connection.
+func (s *Stream) deliver(ctx context.Context, out chan<- Event, pos Position, ev Event) error {
 	select {
-	case out <- b: // the common case: the consumer keeps up
+	case out <- ev: // the common case: the consumer keeps up
 		return nil
 	default:
 	}
 	for {
 		timer := time.NewTimer(time.Until(s.wake()))
 		select {
-		case out <- b:
+		case out <- ev:
 			timer.Stop()
 			return nil
 		case <-ctx.Done():
