@@ -15,6 +15,8 @@ build:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags bench ./test/bench/...
+	$(GO) vet -tags walrelay_discard ./cmd/walrelay
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.rig/*')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
@@ -32,6 +34,7 @@ unit:
 # `make rig-down` stops them).
 test: vet rig-up
 	eval "$$(scripts/rig.sh env)"; $(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -tags walrelay_discard -run Discard ./cmd/walrelay
 	$(MAKE) faults
 	$(MAKE) fuzz
 

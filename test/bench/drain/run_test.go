@@ -229,7 +229,7 @@ func runWalrelay(ctx context.Context, t *testing.T, b *backlog, bin, slot, topic
 	t.Helper()
 	args := []string{"run",
 		"--postgres-url", b.pgURL, "--kafka-brokers", b.brokers,
-		"--table", "public."+b.table, "--publication", b.publication, "--slot", slot,
+		"--table", "public." + b.table, "--publication", b.publication, "--slot", slot,
 		"--topic-template", topicTemplate, "--metrics-addr", ""}
 	c := startChild(t, bin, append(args, relayFlags()...)...)
 	w := &slotWatch{db: b.db, slot: slot}
