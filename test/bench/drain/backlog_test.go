@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -16,22 +17,22 @@ import (
 )
 
 // backlog is one shape's outbox table, loaded, with its publication and the
-// four slots that read it: all removed in t.Cleanup.
+// four slots per round that read it: all removed in t.Cleanup.
 type backlog struct {
 	pgURL, brokers string
 	db             *pgxpool.Pool
 	id             string
 	table          string
 	publication    string
-	slots          [runCount]string // by run: pg_recvlogical, discarding walrelay, walrelay to Kafka, pg_recvlogical
+	slots          []string // runCount per round, by run: pg_recvlogical, discarding walrelay, walrelay to Kafka, pg_recvlogical
 	start, end     pglogrepl.LSN
 	payloadBytes   int64
 }
 
 // newBacklog creates the table and publication from `walrelay schema`, as
-// users get them, then the four slots, so that all four start before the
+// users get them, then the slots of every round, so that all start before the
 // load and read the same WAL.
-func newBacklog(ctx context.Context, t *testing.T, pgURL, brokers string) *backlog {
+func newBacklog(ctx context.Context, t *testing.T, pgURL, brokers string, rounds int) *backlog {
 	t.Helper()
 	var r [4]byte
 	if _, err := rand.Read(r[:]); err != nil {
@@ -39,8 +40,10 @@ func newBacklog(ctx context.Context, t *testing.T, pgURL, brokers string) *backl
 	}
 	id := hex.EncodeToString(r[:])
 	b := &backlog{pgURL: pgURL, brokers: brokers, id: id, table: "drain_" + id, publication: "drain_pub_" + id}
-	for i := range b.slots {
-		b.slots[i] = "drain_" + id + "_" + [...]string{"recv", "discard", "kafka", "recv2"}[i]
+	for round := range rounds {
+		for run := range runCount {
+			b.slots = append(b.slots, fmt.Sprintf("drain_%s_%d_%s", id, round, [...]string{"recv", "discard", "kafka", "recv2"}[run]))
+		}
 	}
 	db, err := pgxpool.New(ctx, pgURL)
 	if err != nil {
@@ -64,6 +67,9 @@ func newBacklog(ctx context.Context, t *testing.T, pgURL, brokers string) *backl
 	b.start = b.lsn(ctx, t, "pg_current_wal_insert_lsn()")
 	return b
 }
+
+// slot is the slot of run in round.
+func (b *backlog) slot(round, run int) string { return b.slots[round*runCount+run] }
 
 // fill loads s and notes the end position: the runs drain up to it.
 //

@@ -34,6 +34,7 @@ type measure struct {
 	cpu       time.Duration // the child's user + system time
 	maxRSS    int64         // the child's peak RSS (VmHWM), bytes
 	walsender time.Duration // CPU time of the walsender that served the run
+	broker    time.Duration // CPU time of the Kafka broker during the run (walrelay runs)
 }
 
 // child is one measured process, its output captured.
@@ -231,6 +232,7 @@ func runWalrelay(ctx context.Context, t *testing.T, b *backlog, bin, slot, topic
 		"--postgres-url", b.pgURL, "--kafka-brokers", b.brokers,
 		"--table", "public." + b.table, "--publication", b.publication, "--slot", slot,
 		"--topic-template", topicTemplate, "--metrics-addr", ""}
+	brokerBefore, brokerKnown := procCPU(kafkaPid)
 	c := startChild(t, bin, append(args, relayFlags()...)...)
 	w := &slotWatch{db: b.db, slot: slot}
 	var m measure
@@ -253,6 +255,9 @@ func runWalrelay(ctx context.Context, t *testing.T, b *backlog, bin, slot, topic
 		sleepOrDone(c.done, pollInterval)
 	}
 	m.wall, m.walsender = time.Since(c.started), w.cpu
+	if after, ok := procCPU(kafkaPid); ok && brokerKnown {
+		m.broker = after - brokerBefore
+	}
 	c.sampleRSS(&m)
 	if at, ok := c.out.startedAt(); ok {
 		m.startup = at.Sub(c.started)
@@ -283,3 +288,7 @@ func sleepOrDone(done <-chan struct{}, d time.Duration) {
 func relayFlags() []string {
 	return strings.Fields(os.Getenv("WALRELAY_BENCH_RELAY_FLAGS"))
 }
+
+// kafkaPid is the rig's Kafka broker, whose CPU time the walrelay runs
+// report: on this machine it shares the cores with the walsender.
+var kafkaPid int
