@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/test/bench/benchenv"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -41,9 +42,9 @@ type result struct {
 
 func TestBenchDrain(t *testing.T) {
 	pgURL, brokers := harness.Services(t)
-	scale := benchScale(t)
+	scale := benchenv.Scale(t)
 	kafkaPid = harness.KafkaPid(t)
-	loadBefore := loadAverage()
+	loadBefore := benchenv.LoadAverage()
 	var results []result
 	for _, s := range shapes {
 		for _, p := range payloadSizes {
@@ -58,9 +59,9 @@ func TestBenchDrain(t *testing.T) {
 	if len(results) == 0 {
 		return
 	}
-	md := report(t, pgURL, brokers, scale, results, loadBefore+" before, "+loadAverage()+" after")
+	md := report(t, pgURL, brokers, scale, results, loadBefore+" before, "+benchenv.LoadAverage()+" after")
 	t.Log("\n" + md)
-	writeReport(t, md)
+	benchenv.WriteReport(t, "drain.md", md)
 }
 
 // drainShape loads one backlog and drains it with the four runs, in
@@ -145,19 +146,6 @@ func medianRuns(all [][runCount]measure) (out [runCount]measure) {
 }
 
 var runNames = [runCount]string{"pg_recvlogical", "walrelay discarding", "walrelay to Kafka", "pg_recvlogical again"}
-
-// benchScale is WALRELAY_BENCH_SCALE (default 1).
-func benchScale(t *testing.T) float64 {
-	v := os.Getenv("WALRELAY_BENCH_SCALE")
-	if v == "" {
-		return 1
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f <= 0 {
-		t.Fatalf("WALRELAY_BENCH_SCALE=%q: want a positive number", v)
-	}
-	return f
-}
 
 func payloadName(n int) string {
 	if n >= 1<<10 {

@@ -3,20 +3,13 @@
 package drain
 
 import (
-	"bufio"
-	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/bench/benchenv"
 )
 
 // report is drain.md: how to reproduce it, the machine, the table, and how
@@ -28,8 +21,8 @@ func report(t *testing.T, pgURL, brokers string, scale float64, results []result
 	fmt.Fprintf(&b, "## Drain: a backlog against pg_recvlogical\n\n")
 	fmt.Fprintf(&b, "Reproduce: `WALRELAY_BENCH_SCALE=%g go test -tags bench -run TestBenchDrain -count=1 -timeout 0 -v ./test/bench/drain`\n\n", scale)
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), PostgreSQL %s, Kafka %s (broker at %s), %s.\n\n",
-		runtime.NumCPU(), cpuModel(), pgVersion(t, pgURL), kafkaVersion(), brokers, time.Now().UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(&b, "Load average (1 min): %s; PostgreSQL, Kafka and walrelay share these CPUs with whatever else runs.\n\n", load)
+		runtime.NumCPU(), benchenv.CPUModel(), benchenv.PGVersion(t, pgURL), benchenv.KafkaVersion(), brokers, time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "Load average (1, 5, 15 min): %s; PostgreSQL, Kafka and walrelay share these CPUs with whatever else runs.\n\n", load)
 	if f := relayFlags(); len(f) > 0 {
 		fmt.Fprintf(&b, "walrelay ran with the extra flags `%s` (WALRELAY_BENCH_RELAY_FLAGS).\n\n", strings.Join(f, " "))
 	}
@@ -96,75 +89,3 @@ func (r result) baseline() measure {
 
 // rate is messages per second of run m.
 func (r result) rate(m measure) float64 { return float64(r.shape.rows()) / m.wall.Seconds() }
-
-// writeReport writes md to $WALRELAY_BENCH_OUT_DIR/drain.md (default
-// <repo>/.rig/bench).
-func writeReport(t *testing.T, md string) {
-	dir := os.Getenv("WALRELAY_BENCH_OUT_DIR")
-	if dir == "" {
-		dir = filepath.Join(harness.RepoRoot(), ".rig", "bench")
-	}
-	harness.Must(t, os.MkdirAll(dir, 0o755), "create %s", dir)
-	path := filepath.Join(dir, "drain.md")
-	harness.Must(t, os.WriteFile(path, []byte(md), 0o644), "write %s", path)
-	t.Logf("wrote %s", path)
-}
-
-// loadAverage is the 1-minute load average from /proc/loadavg.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
-		return f[0]
-	}
-	return "unknown"
-}
-
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return "unknown CPU"
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown CPU"
-}
-
-func pgVersion(t *testing.T, pgURL string) string {
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgURL)
-	if err != nil {
-		return "unknown"
-	}
-	defer conn.Close(ctx)
-	var v string
-	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
-		t.Logf("read the server version: %v", err)
-		return "unknown"
-	}
-	return v
-}
-
-// kafkaJar finds the broker's version in a running kafka.Kafka's class
-// path: a kafka_2.13-<version>.jar, or the rig's libs/<version>/ folder.
-var kafkaJar = regexp.MustCompile(`(?:kafka_2\.1[0-9]-|/libs/)([0-9]+\.[0-9]+\.[0-9]+[0-9A-Za-z.\-]*?)(?:\.jar|/)`)
-
-// kafkaVersion is the version of the broker running on this machine, read
-// from its command line (Kafka's protocol does not tell it).
-func kafkaVersion() string {
-	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range cmdlines {
-		b, err := os.ReadFile(p)
-		if err != nil || !strings.Contains(string(b), "kafka.Kafka") {
-			continue
-		}
-		if m := kafkaJar.FindSubmatch(b); m != nil {
-			return string(m[1])
-		}
-	}
-	return "unknown"
-}

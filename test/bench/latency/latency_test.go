@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/test/bench/benchenv"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -46,7 +47,7 @@ type result struct {
 }
 
 func TestBenchLatency(t *testing.T) {
-	window := max(10*time.Second, time.Duration(float64(60*time.Second)*scale(t)))
+	window := max(10*time.Second, time.Duration(float64(60*time.Second)*benchenv.Scale(t)))
 	flags := relayFlags()
 	env := machine(t)
 	var results []result
@@ -61,20 +62,6 @@ func TestBenchLatency(t *testing.T) {
 	tables := render(results) + "\n" + renderStages(results)
 	t.Logf("latency at steady load:\n%s", tables)
 	writeReport(t, env, flags, window, tables)
-}
-
-// scale is WALRELAY_BENCH_SCALE, default 1.
-func scale(t *testing.T) float64 {
-	t.Helper()
-	s := os.Getenv("WALRELAY_BENCH_SCALE")
-	if s == "" {
-		return 1
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f <= 0 {
-		t.Fatalf("WALRELAY_BENCH_SCALE=%q: want a positive number", s)
-	}
-	return f
 }
 
 // rates are the target rates: WALRELAY_BENCH_RATES (comma-separated, for

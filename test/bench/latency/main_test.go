@@ -5,10 +5,9 @@ package latency
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
+	"github.com/walrelay/walrelay/test/bench/benchenv"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -27,15 +26,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "walrelay")
-	args := []string{"build", "-o", bin}
-	if tags := os.Getenv("WALRELAY_BENCH_BUILD_TAGS"); tags != "" {
-		args = append(args, "-tags", tags)
-	}
-	build := exec.Command("go", append(args, "github.com/walrelay/walrelay/cmd/walrelay")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "latency: build walrelay:", err)
+	bin, err := benchenv.Build(dir, "walrelay", os.Getenv("WALRELAY_BENCH_BUILD_TAGS"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "latency:", err)
 		return 1
 	}
 	harness.Binary = bin

@@ -3,12 +3,10 @@
 package latency
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/test/bench/benchenv"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -34,8 +33,8 @@ func machine(t *testing.T) environment {
 	t.Helper()
 	pgURL, _ := harness.Services(t)
 	e := environment{
-		cpus: runtime.NumCPU(), cpuModel: cpuModel(), kafka: kafkaVersion(),
-		date: time.Now().UTC().Format(time.RFC3339), loadBefore: loadAverage(), goVersion: runtime.Version(),
+		cpus: runtime.NumCPU(), cpuModel: benchenv.CPUModel(), kafka: benchenv.KafkaVersion(),
+		date: time.Now().UTC().Format(time.RFC3339), loadBefore: benchenv.LoadAverage(), goVersion: runtime.Version(),
 		benchScaleSetting: os.Getenv("WALRELAY_BENCH_SCALE"),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -45,45 +44,6 @@ func machine(t *testing.T) environment {
 	defer conn.Close(ctx)
 	harness.Must(t, conn.QueryRow(ctx, "SHOW server_version").Scan(&e.postgres), "read the postgres version")
 	return e
-}
-
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return "unknown"
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown"
-}
-
-// kafkaVersion is the broker's version as the rig wrote it down (Kafka has
-// no request that tells its version): WALRELAY_BENCH_KAFKA_VERSION, or the
-// rig's kafka/kafka.version next to the PostgreSQL log it exports.
-func kafkaVersion() string {
-	if v := os.Getenv("WALRELAY_BENCH_KAFKA_VERSION"); v != "" {
-		return v
-	}
-	if pgLog := os.Getenv("WALRELAY_TEST_PG_LOG"); pgLog != "" {
-		b, err := os.ReadFile(filepath.Join(filepath.Dir(pgLog), "..", "kafka", "kafka.version"))
-		if err == nil {
-			return strings.TrimSpace(string(b))
-		}
-	}
-	return "unknown"
-}
-
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 // render is the Markdown table, one row per rate.
@@ -158,13 +118,6 @@ func ms(d time.Duration) string {
 // the repository's .rig/bench.
 func writeReport(t *testing.T, e environment, flags []string, window time.Duration, tables string) {
 	t.Helper()
-	dir := os.Getenv("WALRELAY_BENCH_OUT_DIR")
-	if dir == "" {
-		root, err := repoRoot()
-		harness.Must(t, err, "find the repository")
-		dir = filepath.Join(root, ".rig", "bench")
-	}
-	harness.Must(t, os.MkdirAll(dir, 0o755), "create %s", dir)
 	cmd := "go test -tags bench -run TestBenchLatency -v -timeout 30m ./test/bench/latency"
 	if e.benchScaleSetting != "" {
 		cmd = "WALRELAY_BENCH_SCALE=" + e.benchScaleSetting + " " + cmd
@@ -184,7 +137,7 @@ func writeReport(t *testing.T, e environment, flags []string, window time.Durati
 	fmt.Fprintf(&b, "Each rate: a fresh outbox, slot and 3-partition topic; walrelay (plain `go build`) with %s; "+
 		"a writer of single-row autocommit INSERT transactions (~200 B JSON payload, %d aggregates) on %d connections, paced by a schedule; "+
 		"measured window %s after a warm-up, the writer going on at the same rate until after the window. Load average after: %s.\n\n",
-		relayFlags, aggregates, writerConns, window, loadAverage())
+		relayFlags, aggregates, writerConns, window, benchenv.LoadAverage())
 	b.WriteString(tables)
 	b.WriteString(`
 - *histogram*: walrelay_commit_to_ack_seconds, difference of the cumulative buckets scraped at the start and the end of the window (the acks made in the window). It runs from PostgreSQL's commit timestamp to Kafka's acknowledgement. p50/p99/p99.9 are linear interpolations within a bucket (estimates; the true value lies in the bucket shown, ms); *acks <= 50 ms* is read from the 50 ms bucket bound and is exact: it is at least 99% exactly when the issue's target, p99 under 50 ms, holds.
@@ -199,25 +152,5 @@ func writeReport(t *testing.T, e environment, flags []string, window time.Durati
 - *cluster WAL MB/s*: pg_current_wal_lsn() over the window, every database's writes; *slot decoded / spilled*: pg_stat_replication_slots total_bytes and spill_bytes of the run's slot. A logical walsender reads and decodes all the cluster's WAL and reassembles every transaction of its database, not only the outbox's: other writers' traffic costs the relay's slot time too.
 - Every committed message arrived (a missing one fails the benchmark); *duplicates* counts records read more than once.
 `)
-	path := filepath.Join(dir, "latency.md")
-	harness.Must(t, os.WriteFile(path, []byte(b.String()), 0o644), "write %s", path)
-	t.Logf("wrote %s", path)
-}
-
-// repoRoot is the directory holding go.mod, above the working directory.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
+	benchenv.WriteReport(t, "latency.md", b.String())
 }
