@@ -5,8 +5,9 @@
 //
 // For each shape (many single-row transactions, transactions of 100 rows,
 // one huge transaction) and payload size, it loads one outbox table whose
-// publication three logical slots (pgoutput) read, all created before the
-// load, so the three runs below drain byte-for-byte the same WAL:
+// publication a set of logical slots (pgoutput) read, all created before
+// the load, so every run below drains byte-for-byte the same WAL. A round
+// is four runs, each on a slot of its own:
 //
 //  1. pg_recvlogical to /dev/null, up to the end position: PostgreSQL's own
 //     client, the decode limit.
@@ -14,13 +15,17 @@
 //     acknowledges every message at once instead of producing it.
 //  3. walrelay as shipped, to the rig's Kafka (RequireAll), whose topic
 //     must then hold exactly one record per row.
+//  4. pg_recvlogical again: the baseline is the faster of runs 1 and 4.
 //
+// A backlog under 500 MB of payload gets three rounds and each run reports
+// its median round (WALRELAY_BENCH_ROUNDS overrides); a larger one, one.
 // Each run is timed from its process's start until it is done (pg_recvlogical
 // exits at --endpos; walrelay has confirmed the end position in the slot),
-// with the child's CPU time and peak RSS from its rusage and the CPU time of
-// the walsender that served it. The table goes to
-// $WALRELAY_BENCH_OUT_DIR/drain.md and to the test log. Nothing is asserted
-// about speed: the test fails only when a run could not be done correctly.
+// with the child's CPU time (rusage), its peak RSS (VmHWM), the CPU time of
+// the walsender that served it and, for the Kafka run, the broker's. The
+// table goes to $WALRELAY_BENCH_OUT_DIR/drain.md and to the test log.
+// Nothing is asserted about speed: the test fails only when a run could not
+// be done correctly.
 //
 // Run it with
 //

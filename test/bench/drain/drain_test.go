@@ -28,7 +28,7 @@ const (
 	runCount
 )
 
-// result is one shape and payload, drained three times.
+// result is one shape and payload, drained in rounds of four runs.
 type result struct {
 	shape        shape
 	payload      int

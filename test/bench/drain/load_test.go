@@ -32,7 +32,7 @@ var shapes = []shape{
 // payloadSizes are the approximate JSON payload sizes in bytes.
 var payloadSizes = []int{200, 1 << 10, 16 << 10}
 
-// maxWALBytes caps the WAL one shape may write (the three slots hold all of
+// maxWALBytes caps the WAL one shape may write (the slots hold all of
 // it until every run is done): only the 16 KB payloads reach it at scale 1.
 const maxWALBytes = 3 << 30
 
