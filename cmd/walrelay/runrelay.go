@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +37,7 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 	if discarding {
 		log.Warn("discarding build: messages are NOT published (built with -tags walrelay_discard, for benchmarks only)")
 	}
+	memLimit, memLimitSet := applyMemoryLimit(os.Getenv, o.MaxInFlightBytes)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -78,7 +80,8 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("walrelay starting", zap.String("version", version()), zap.String("slot", o.Slot),
 		zap.String("publication", o.Publication), zap.String("table", o.Table), zap.Strings("kafka_brokers", o.brokers()),
-		zap.String("metrics_addr", o.MetricsAddr))
+		zap.String("metrics_addr", o.MetricsAddr), zap.String("memory_limit", memoryLimitField(memLimit)),
+		zap.Bool("memory_limit_default", memLimitSet))
 
 	g, gctx := errgroup.WithContext(ctx)
 	relayDone := make(chan struct{})
