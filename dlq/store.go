@@ -41,15 +41,35 @@ func New(db DB, t schema.Table) (*Store, error) {
 	return &Store{db: db, table: t.Quoted()}, nil
 }
 
-// EnsureTable creates c's dead-letter table and its index when they are
-// missing (schema.DeadLetterDDL).
+// EnsureTable creates c's dead-letter table and its index
+// (schema.DeadLetterDDL) unless the table exists: then its owner made it,
+// with the same DDL from `walrelay schema`.
 func EnsureTable(ctx context.Context, db DB, c schema.Config) error {
 	ddl, err := schema.DeadLetterDDL(c)
 	if err != nil {
 		return err
 	}
+	t := c.DeadLetterTable()
+	// A role without CREATE on the schema cannot even run CREATE TABLE IF
+	// NOT EXISTS: a table its owner made for it is enough.
+	rows, err := db.Query(ctx, "SELECT to_regclass($1) IS NOT NULL", t.Quoted())
+	if err != nil {
+		return fmt.Errorf("look up dead-letter table %s: %w", t, err)
+	}
+	exists, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[bool])
+	if err != nil {
+		return fmt.Errorf("look up dead-letter table %s: %w", t, err)
+	}
+	if exists {
+		return nil
+	}
 	if _, err := db.Exec(ctx, ddl); err != nil {
-		return fmt.Errorf("create dead-letter table %s: %w", c.DeadLetterTable(), err)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42501" {
+			return fmt.Errorf("dead-letter table %s does not exist and this role may not create it (%s): have the outbox table's owner apply `walrelay schema --grant-to <role>`, or GRANT CREATE ON SCHEMA %s to the role",
+				t, pe.Message, schema.QuoteIdentifier(t.Schema))
+		}
+		return fmt.Errorf("create dead-letter table %s: %w", t, err)
 	}
 	return nil
 }
@@ -72,6 +92,22 @@ func (s *Store) Ready(ctx context.Context) error {
 		return fmt.Errorf("dead-letter table %s does not exist: run `walrelay init` (or apply `walrelay schema`)", s.table)
 	}
 	return nil
+}
+
+// MissingPrivileges lists what the current role lacks of SELECT, INSERT,
+// UPDATE and DELETE on the table, all of which parking and `walrelay dlq`
+// use. The table must exist (Ready).
+func (s *Store) MissingPrivileges(ctx context.Context) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT p FROM unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p
+		WHERE NOT has_table_privilege($1, p) ORDER BY array_position(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE'], p)`, s.table)
+	if err != nil {
+		return nil, fmt.Errorf("read privileges on dead-letter table %s: %w", s.table, err)
+	}
+	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read privileges on dead-letter table %s: %w", s.table, err)
+	}
+	return missing, nil
 }
 
 // Park stores dl, in a transaction of its own. True means the message is in

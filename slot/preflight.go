@@ -321,6 +321,9 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg *Config, log *za
 	if !pub.exists {
 		sc := schema.Config{Table: cfg.Table, Publication: cfg.Publication}
 		_, err := conn.Exec(ctx, schema.CreatePublicationSQL(sc))
+		if isInsufficientPrivilege(err) {
+			return publicationPrivilegeError(ctx, conn, sc)
+		}
 		if err != nil && !isDuplicate(err) {
 			return fmt.Errorf("create publication %q: %w", cfg.Publication, err)
 		}
@@ -355,6 +358,26 @@ func ensureSlot(ctx context.Context, conn *pgx.Conn, cfg *Config, log *zap.Logge
 }
 
 // isDuplicate reports a concurrent creation of the same object.
+// isInsufficientPrivilege is PostgreSQL's "permission denied" (42501).
+func isInsufficientPrivilege(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42501"
+}
+
+// publicationPrivilegeError says who can create the publication walrelay's
+// role may not: CREATE PUBLICATION takes ownership of the table and CREATE
+// on the database, which a least-privilege role has neither of.
+func publicationPrivilegeError(ctx context.Context, conn *pgx.Conn, sc schema.Config) error {
+	var user, owner string
+	err := conn.QueryRow(ctx, `SELECT current_user, coalesce((SELECT pg_get_userbyid(relowner) FROM pg_class
+		WHERE oid = to_regclass($1)), 'the owner')`, sc.Table.Quoted()).Scan(&user, &owner)
+	if err != nil {
+		user, owner = "walrelay's role", "the table's owner"
+	}
+	return configErrorf("publication %q does not exist and role %s may not create it (CREATE PUBLICATION takes owning %s and CREATE on the database): have %s run %s, then run `walrelay init` again",
+		sc.Publication, user, sc.Table, owner, schema.CreatePublicationSQL(sc))
+}
+
 func isDuplicate(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "42710"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/walrelay/walrelay/check"
@@ -70,7 +71,19 @@ func (o options) checkDeadLetters(ctx context.Context, sc slot.Config) []check.R
 	if err := store.Ready(ctx); err != nil {
 		return []check.Result{check.Failure("dead-letter table", err.Error(), "Run `walrelay init`, which creates it, or apply the DDL of `walrelay schema`.")}
 	}
-	return []check.Result{check.Pass("dead-letter table", store.Table()+" exists")}
+	res := []check.Result{check.Pass("dead-letter table", store.Table()+" exists")}
+	missing, err := store.MissingPrivileges(ctx)
+	switch {
+	case err != nil:
+		res = append(res, check.Failure("dead-letter privileges", err.Error(), "Check that the role may read the catalog."))
+	case len(missing) > 0:
+		res = append(res, check.Failure("dead-letter privileges",
+			fmt.Sprintf("the role lacks %s on %s (parking and `walrelay dlq` need SELECT, INSERT, UPDATE and DELETE)", strings.Join(missing, ", "), store.Table()),
+			fmt.Sprintf("Have the table's owner run: GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO <role> (or apply `walrelay schema --grant-to <role>`).", store.Table())))
+	default:
+		res = append(res, check.Pass("dead-letter privileges", "SELECT, INSERT, UPDATE, DELETE"))
+	}
+	return res
 }
 
 func plural(n int, one, many string) string {

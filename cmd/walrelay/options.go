@@ -44,6 +44,7 @@ type options struct {
 	KafkaCreateTopics   bool
 	KafkaRetryMin       time.Duration
 	KafkaRetryMax       time.Duration
+	GrantTo             string
 	Columns             schema.Columns
 	DLQ                 dlqOptions
 	Prune               pruneOptions
@@ -134,7 +135,7 @@ func parseOptions(verb string, args []string, stderr io.Writer) (options, error)
 	var o options
 	f := &flags{fs: flag.NewFlagSet("walrelay "+verb, flag.ContinueOnError)}
 	f.fs.SetOutput(stderr)
-	f.str(&o.PostgresURL, "postgres-url", "", "PostgreSQL URL of the database holding the outbox table, e.g. postgres://user:pass@host:5432/db")
+	f.secretShown(&o.PostgresURL, "postgres-url", "PostgreSQL URL of the database holding the outbox table, e.g. postgres://user@host:5432/db?sslmode=verify-full (its password is never shown)", redactConnString)
 	f.str(&o.KafkaBrokers, "kafka-brokers", "localhost:9092", "comma-separated Kafka bootstrap brokers")
 	f.str(&o.Table, "table", "public.outbox_messages", "outbox table, schema-qualified")
 	f.str(&o.Publication, "publication", "walrelay_outbox", "publication covering the outbox table")
@@ -173,6 +174,7 @@ func parseOptions(verb string, args []string, stderr io.Writer) (options, error)
 	f.str(&o.Columns.Headers, "column-headers", cols.Headers, "column holding extra headers (jsonb)")
 	f.str(&o.Columns.OccurredAt, "column-occurred-at", cols.OccurredAt, "column holding the event time")
 	f.str(&o.Columns.Topic, "column-topic", cols.Topic, "column holding an explicit topic")
+	f.str(&o.GrantTo, "grant-to", "", "schema: also print the GRANTs the role walrelay runs as needs on these tables (see docs/SECURITY.md)")
 	f.dlq(&o.DLQ)
 	f.prune(&o.Prune)
 	if err := f.fs.Parse(args); err != nil {

@@ -64,6 +64,13 @@ func runSchema(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.GrantTo != "" {
+		grants, err := schema.GrantsSQL(sc, o.GrantTo)
+		if err != nil {
+			return fmt.Errorf("--grant-to: %w", err)
+		}
+		ddl += "\n" + grants
+	}
 	_, err = io.WriteString(stdout, ddl)
 	return err
 }

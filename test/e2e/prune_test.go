@@ -23,7 +23,7 @@ func TestPruneDeletesOnlyPublishedOldRows(t *testing.T) {
 	oldIDs, _ := insertAged(t, f, "old", 30, 2*time.Hour)
 	newIDs, xid := insertAged(t, f, "new", 10, 0)
 
-	stdout, stderr, code := f.Walrelay("prune", "--retention", "1h", "--prune-wait", "3s")
+	stdout, stderr, code := f.Walrelay("prune", "--postgres-url", f.PGURL, "--retention", "1h", "--prune-wait", "3s")
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "not yet past") || !strings.Contains(stderr, "is walrelay running?") {
 		t.Errorf("prune with the relay stopped: exit %d, stdout %q; want exit 1, no summary, and the slot's position in the error:\n%s", code, stdout, stderr)
 	}
@@ -37,11 +37,11 @@ func TestPruneDeletesOnlyPublishedOldRows(t *testing.T) {
 	harness.AssertClean(t, f.Verify(f.OutboxRows()), 0)
 	awaitSnapshotPast(t, f, xid)
 
-	out := f.WalrelayOK("prune", "--retention", "1h", "--prune-wait", "30s", "--dry-run")
+	out := f.WalrelayOK("prune", "--postgres-url", f.PGURL, "--retention", "1h", "--prune-wait", "30s", "--dry-run")
 	if !strings.HasPrefix(out, "dry run: would prune 30 rows from public."+f.Table+" in 1 batch (") || len(f.OutboxRows()) != 40 {
 		t.Errorf("dry run said %q and left %d rows; want 30 rows in 1 batch, and all 40 left", out, len(f.OutboxRows()))
 	}
-	out = f.WalrelayOK("prune", "--retention", "1h", "--prune-wait", "30s", "--prune-batch", "7", "--prune-pause", "10ms")
+	out = f.WalrelayOK("prune", "--postgres-url", f.PGURL, "--retention", "1h", "--prune-wait", "30s", "--prune-batch", "7", "--prune-pause", "10ms")
 	if !strings.HasPrefix(out, "pruned 30 rows from public."+f.Table+" in 5 batches (") || strings.Count(out, "\n") != 1 {
 		t.Errorf("prune said %q; want one line starting \"pruned 30 rows ... in 5 batches\" (7+7+7+7+2)", out)
 	}

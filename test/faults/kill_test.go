@@ -163,10 +163,10 @@ func killAtKeepaliveReply(t *testing.T) {
 	// hearing from the client; status updates every 10 s leave that to the
 	// keepalives.
 	sep := "?"
-	if strings.Contains(f.PGURL, "?") {
+	if strings.Contains(f.RelayURL, "?") {
 		sep = "&"
 	}
-	pgURL := f.PGURL + sep + "options=-c%20wal_sender_timeout%3D2s"
+	pgURL := f.RelayURL + sep + "options=-c%20wal_sender_timeout%3D2s"
 	metrics := harness.FreePort(t)
 	spawned := time.Now()
 	r := f.RunEnv([]string{"WALRELAY_FAILPOINT=" + spec},

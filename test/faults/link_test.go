@@ -222,7 +222,7 @@ func linkPGProxy(t *testing.T, f *harness.Fixture) (*faultproxy.Proxy, string) {
 	p, err := faultproxy.Start("127.0.0.1:0", net.JoinHostPort("127.0.0.1", port))
 	harness.Must(t, err, "start the PostgreSQL proxy")
 	t.Cleanup(func() { p.Close() }) //nolint:errcheck // the listener's error does not matter here
-	return p, linkProxiedURL(t, f.PGURL, p.Addr())
+	return p, linkProxiedURL(t, f.RelayURL, p.Addr())
 }
 
 // linkStable samples fn every 250ms for d and reports the values it saw

@@ -25,8 +25,13 @@ import (
 // fixture is one test's private outbox: its own table, publication, slot
 // and topics, all removed in t.Cleanup.
 type Fixture struct {
-	t           *testing.T
-	PGURL       string
+	t *testing.T
+	// PGURL is the rig's superuser, in the role of the application that
+	// owns the outbox table; DB is connected with it.
+	PGURL string
+	// RelayURL is RelayRole's: every walrelay command of the fixture
+	// connects with it (Args).
+	RelayURL    string
 	Brokers     string
 	DB          *pgxpool.Pool
 	ID          string // unique suffix of every name below
@@ -61,8 +66,10 @@ func New(t *testing.T, aggregateTypes ...string) *Fixture {
 	f.DB = db
 	t.Cleanup(f.cleanup)
 
-	// The table and publication come from `walrelay schema`, as users get them.
-	ddl := f.WalrelayOK("schema")
+	f.RelayURL = f.ensureRelayRole(ctx, pgURL)
+	// The table, publication and grants come from `walrelay schema`, as
+	// users get them, applied by the tables' owner.
+	ddl := f.WalrelayOK("schema", "--grant-to", RelayRole)
 	if _, err := db.Exec(ctx, ddl); err != nil {
 		t.Fatalf("apply `walrelay schema` DDL: %v", err)
 	}
@@ -79,7 +86,7 @@ func (f *Fixture) Topic(aggregateType string) string { return f.TopicPrefix + ".
 // args are the flags every walrelay command of this fixture gets.
 func (f *Fixture) Args(verb string, extra ...string) []string {
 	a := []string{verb,
-		"--postgres-url", f.PGURL,
+		"--postgres-url", f.RelayURL,
 		"--kafka-brokers", f.Brokers,
 		"--table", "public." + f.Table,
 		"--publication", f.Publication,

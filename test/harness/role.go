@@ -1,0 +1,52 @@
+package harness
+
+import (
+	"context"
+	"net/url"
+	"testing"
+)
+
+// RelayRole is the least-privilege role the tests run walrelay as, set up
+// as docs/SECURITY.md tells operators to: LOGIN and REPLICATION, CONNECT on
+// the database, and on each fixture's tables the GRANTs of `walrelay schema
+// --grant-to`. The fixture's own connection (Fixture.DB, Fixture.PGURL) is
+// the rig's superuser, which plays the application that owns the tables.
+const RelayRole = "walrelay_relay"
+
+// RelayPassword is RelayRole's password (the rig trusts loopback, so it is
+// not checked there; the TLS tests use their own role and scram).
+const RelayPassword = "Relay-Pw-7f3c9e"
+
+// roleSQL creates RelayRole once; tests of several packages may race to
+// it, so a concurrent creation counts as done.
+const roleSQL = `DO $$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '` + RelayRole + `') THEN
+		CREATE ROLE ` + RelayRole + ` LOGIN REPLICATION PASSWORD '` + RelayPassword + `';
+	END IF;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+END $$`
+
+// ensureRelayRole creates RelayRole if needed, lets it connect to the
+// fixture's database and returns adminURL with RelayRole's credentials.
+func (f *Fixture) ensureRelayRole(ctx context.Context, adminURL string) string {
+	f.t.Helper()
+	if _, err := f.DB.Exec(ctx, roleSQL); err != nil {
+		f.t.Fatalf("create role %s: %v", RelayRole, err)
+	}
+	if _, err := f.DB.Exec(ctx, "DO $$ BEGIN EXECUTE format('GRANT CONNECT ON DATABASE %I TO "+RelayRole+"', current_database()); END $$"); err != nil {
+		f.t.Fatalf("grant connect to %s: %v", RelayRole, err)
+	}
+	return RoleURL(f.t, adminURL, RelayRole, RelayPassword)
+}
+
+// RoleURL is the PostgreSQL URL u with another role and password.
+func RoleURL(t *testing.T, u, role, password string) string {
+	t.Helper()
+	p, err := url.Parse(u)
+	if err != nil {
+		t.Fatalf("parse postgres url: %v", err)
+	}
+	p.User = url.UserPassword(role, password)
+	return p.String()
+}
