@@ -103,13 +103,13 @@ func TestCheckGoodRig(t *testing.T) {
 		want["topic "+topic+" min.insync.replicas"] = "warn"
 	}
 	wantStatus(t, report, want)
-	for _, name := range []string{"max_slot_wal_keep_size", "role replication"} {
+	for _, name := range []string{"max_slot_wal_keep_size", "role replication", "postgres tls"} {
 		if got := report.status(name); got != "ok" && got != "warn" {
 			t.Errorf("check %q: got %s; want ok or warn on the rig", name, got)
 		}
 	}
-	if n := len(report.Checks); n != 19+2+3*3 {
-		t.Errorf("checks: got %d; want %d (19 + 2 + 3 per topic)", n, 19+2+3*3)
+	if n := len(report.Checks); n != 20+2+3*3 {
+		t.Errorf("checks: got %d; want %d (20 + 2 + 3 per topic)", n, 20+2+3*3)
 	}
 }
 
