@@ -12,8 +12,9 @@
 #   WALRELAY_PG_PORT            TCP port on 127.0.0.1 (default 55432)
 #   WALRELAY_PG_START_TIMEOUT   seconds to wait for readiness (default 60)
 #
-# The cluster: wal_level=logical, loopback only, trust auth for local + 127.0.0.1 (incl. replication),
-# superuser role walrelay (password walrelay, REPLICATION), database walrelay, fsync=off.
+# The cluster: wal_level=logical, loopback only, trust auth for local + 127.0.0.1 (incl. replication)
+# except role walrelay_tls (TLS and password only, for the TLS tests), superuser role walrelay
+# (password walrelay, REPLICATION), database walrelay, fsync=off, TLS off.
 # As root, initdb/postgres run as the `postgres` system user (or a created `walrelay-pg` user if absent).
 set -euo pipefail
 
@@ -116,12 +117,25 @@ log_min_error_statement = error
 EOF
   as_owner tee "$DATA/pg_hba.conf" >/dev/null <<'EOF'
 # written by scripts/pg.sh: test rig only, trust on loopback (password auth comes later)
-# TYPE  DATABASE     USER  ADDRESS        METHOD
-local   all          all                  trust
-host    all          all   127.0.0.1/32   trust
-local   replication  all                  trust
-host    replication  all   127.0.0.1/32   trust
+# The first line that matches decides. walrelay_tls comes in over TCP only with TLS and its
+# password: test/e2e/security_pg_test.go turns TLS on (ALTER SYSTEM) and creates the role.
+# TYPE   DATABASE     USER          ADDRESS        METHOD
+hostssl  all          walrelay_tls  127.0.0.1/32   scram-sha-256
+hostssl  replication  walrelay_tls  127.0.0.1/32   scram-sha-256
+host     all          walrelay_tls  127.0.0.1/32   reject
+host     replication  walrelay_tls  127.0.0.1/32   reject
+local    all          all                          trust
+host     all          all           127.0.0.1/32   trust
+local    replication  all                          trust
+host     replication  all           127.0.0.1/32   trust
 EOF
+  # The rig starts with TLS off. A TLS test turns it on with ALTER SYSTEM and off again in its
+  # cleanup; one killed before that would leave ssl = on with certificate files it removed, and
+  # the server would refuse to start.
+  if [ -f "$DATA/postgresql.auto.conf" ] && grep -q '^ssl' "$DATA/postgresql.auto.conf"; then
+    log "removing the ssl settings a test left in postgresql.auto.conf"
+    as_owner sed -i '/^ssl/d' "$DATA/postgresql.auto.conf"
+  fi
 }
 
 init_cluster() {

@@ -32,14 +32,15 @@ type Routes struct {
 	Err error
 }
 
-// Check is the PostgreSQL half of `walrelay check`: the server, its
-// settings, the role, the outbox table, the publication and the slot, each
-// as check.Results in that order. It connects once over a normal
-// connection, writes nothing and creates nothing. When the server cannot be
-// reached it returns that failure alone: the other checks are left out, not
-// guessed. It also reads the routes of the latest outbox rows, for the
-// Kafka half to know the topics; cols names their columns (the zero value
-// means schema.DefaultColumns). ctx bounds it all.
+// Check is the PostgreSQL half of `walrelay check`: the server, how the
+// connection is protected (TLS), its settings, the role, the outbox table,
+// the publication and the slot, each as check.Results in that order. It
+// connects once over a normal connection, writes nothing and creates
+// nothing. When the server cannot be reached it returns that failure alone:
+// the other checks are left out, not guessed. It also reads the routes of
+// the latest outbox rows, for the Kafka half to know the topics; cols names
+// their columns (the zero value means schema.DefaultColumns). ctx bounds it
+// all.
 func Check(ctx context.Context, cfg Config, cols schema.Columns) ([]check.Result, Routes) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
@@ -55,6 +56,7 @@ func Check(ctx context.Context, cfg Config, cols schema.Columns) ([]check.Result
 	defer conn.Close(context.WithoutCancel(ctx))
 	c := &checker{ctx: ctx, conn: conn, cfg: &cfg}
 	c.server()
+	c.add(tlsResult(cfg.ConnString, conn.PgConn()))
 	c.figures, c.figuresErr = ReadFigures(ctx, conn, cfg.Slot)
 	c.settings()
 	c.role()

@@ -69,6 +69,7 @@ type serverFacts struct {
 	keepSize   string // SHOW max_slot_wal_keep_size
 	keepStatus string // warn when unlimited
 	roleStatus string // warn for a superuser, ok with REPLICATION, else fail
+	tlsStatus  string // ok for verify-full or a Unix socket, else warn
 }
 
 func (f *fixture) serverFacts() serverFacts {
@@ -92,14 +93,23 @@ func (f *fixture) serverFacts() serverFacts {
 	default:
 		sf.roleStatus = "fail"
 	}
+	// The classification itself is tested in tls_test.go.
+	tlsState, err := slot.TLSVerification(f.url)
+	if err != nil {
+		f.t.Fatalf("classify the test URL's TLS: got %v; want nil", err)
+	}
+	sf.tlsStatus = "warn"
+	if tlsState.OK() {
+		sf.tlsStatus = "ok"
+	}
 	return sf
 }
 
 // head is the results every check against the rig's server starts with.
 func (sf serverFacts) head() []string {
-	return []string{"postgres reachable=ok", "server version=ok", "wal_level=ok", "max_replication_slots=ok",
-		"max_wal_senders=ok", "max_slot_wal_keep_size=" + sf.keepStatus, "role replication=" + sf.roleStatus,
-		"database connect=ok", "outbox table=ok"}
+	return []string{"postgres reachable=ok", "server version=ok", "postgres tls=" + sf.tlsStatus, "wal_level=ok",
+		"max_replication_slots=ok", "max_wal_senders=ok", "max_slot_wal_keep_size=" + sf.keepStatus,
+		"role replication=" + sf.roleStatus, "database connect=ok", "outbox table=ok"}
 }
 
 var goodPublication = []string{"publication=ok", "publication inserts=ok", "publication table=ok", "publication scope=ok"}
@@ -256,7 +266,8 @@ func TestCheckRole(t *testing.T) {
 			got, _ := runCheck(t, cfg)
 
 			head := f.serverFacts().head()
-			head[6] = "role replication=" + tc.want
+			i := slices.IndexFunc(head, func(s string) bool { return strings.HasPrefix(s, "role replication=") })
+			head[i] = "role replication=" + tc.want
 			wantStatuses(t, got, slices.Concat(head, []string{"publication=fail", "publication create=fail", "slot=fail"}))
 			if r := find(t, got, "publication create"); !strings.Contains(r.Found, "does not own") || !strings.Contains(r.Fix, "CREATE PUBLICATION") {
 				t.Errorf("publication create: got found %q, fix %q; want `does not own` and the CREATE PUBLICATION to run", r.Found, r.Fix)

@@ -16,6 +16,7 @@ import (
 // set of WALRELAY_* variables serves every command.
 type options struct {
 	PostgresURL         string
+	Postgres            postgresOptions
 	KafkaBrokers        string
 	Table               string
 	Publication         string
@@ -48,6 +49,17 @@ type options struct {
 	Columns             schema.Columns
 	DLQ                 dlqOptions
 	Prune               pruneOptions
+}
+
+// postgresOptions are the TLS and password flags that amend --postgres-url
+// (see postgresConnString). Empty means unset: the URL's own setting, or
+// libpq's variable (PGSSLMODE, PGPASSWORD, ...), stays in effect.
+type postgresOptions struct {
+	SSLMode      string
+	SSLRootCert  string
+	SSLCert      string
+	SSLKey       string
+	PasswordFile string
 }
 
 // pruneOptions are the flags of `walrelay prune`. Other verbs accept and
@@ -136,6 +148,7 @@ func parseOptions(verb string, args []string, stderr io.Writer) (options, error)
 	f := &flags{fs: flag.NewFlagSet("walrelay "+verb, flag.ContinueOnError)}
 	f.fs.SetOutput(stderr)
 	f.secretShown(&o.PostgresURL, "postgres-url", "PostgreSQL URL of the database holding the outbox table, e.g. postgres://user@host:5432/db?sslmode=verify-full (its password is never shown)", redactConnString)
+	f.postgres(&o.Postgres)
 	f.str(&o.KafkaBrokers, "kafka-brokers", "localhost:9092", "comma-separated Kafka bootstrap brokers")
 	f.str(&o.Table, "table", "public.outbox_messages", "outbox table, schema-qualified")
 	f.str(&o.Publication, "publication", "walrelay_outbox", "publication covering the outbox table")
@@ -191,6 +204,16 @@ func parseOptions(verb string, args []string, stderr io.Writer) (options, error)
 		return o, fmt.Errorf("%s", strings.Join(f.errs, "; "))
 	}
 	return o, nil
+}
+
+// postgres binds the TLS and password flags of the PostgreSQL connection.
+// Their names and meanings are libpq's.
+func (f *flags) postgres(p *postgresOptions) {
+	f.str(&p.SSLMode, "postgres-sslmode", "", "PostgreSQL sslmode: disable, allow, prefer, require, verify-ca or verify-full (only verify-full checks that the server is the one named); overrides --postgres-url's")
+	f.str(&p.SSLRootCert, "postgres-sslrootcert", "", "file of the CA certificates that sign the server's certificate, or system; overrides --postgres-url's")
+	f.str(&p.SSLCert, "postgres-sslcert", "", "client certificate file, for the server's cert authentication; overrides --postgres-url's")
+	f.str(&p.SSLKey, "postgres-sslkey", "", "private key file of --postgres-sslcert; overrides --postgres-url's")
+	f.str(&p.PasswordFile, "postgres-password-file", "", "file holding the PostgreSQL password (one trailing newline is dropped); overrides --postgres-url's")
 }
 
 // dlq binds the flags of `walrelay dlq`.

@@ -38,15 +38,18 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Warn("discarding build: messages are NOT published (built with -tags walrelay_discard, for benchmarks only)")
 	}
 	memLimit, memLimitSet := applyMemoryLimit(os.Getenv, o.MaxInFlightBytes)
+	sc, err := o.slotConfig()
+	if err != nil {
+		return err
+	}
+	if err := warnPostgresTLS(log, sc.ConnString); err != nil {
+		return err
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo())
 	elector, err := o.elector(log, reg)
-	if err != nil {
-		return err
-	}
-	sc, err := o.slotConfig()
 	if err != nil {
 		return err
 	}
@@ -203,11 +206,12 @@ func (o options) monitor(log *zap.Logger, reg prometheus.Registerer, r *relay.Re
 // elector campaigns for the slot: one walrelay publishes per slot, the
 // others wait as standbys and take over when it goes.
 func (o options) elector(log *zap.Logger, reg prometheus.Registerer) (*leader.Elector, error) {
-	if o.PostgresURL == "" {
-		return nil, fmt.Errorf("--postgres-url (WALRELAY_POSTGRES_URL) is required")
+	conn, err := o.postgresConnString()
+	if err != nil {
+		return nil, err
 	}
 	return leader.New(leader.Config{
-		ConnString:    o.PostgresURL,
+		ConnString:    conn,
 		Slot:          o.Slot,
 		RetryInterval: o.LeaderRetry,
 		CheckInterval: o.LeaderCheck,

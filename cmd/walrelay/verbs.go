@@ -103,11 +103,12 @@ func (o options) slotConfig() (slot.Config, error) {
 	if err != nil {
 		return slot.Config{}, err
 	}
-	if o.PostgresURL == "" {
-		return slot.Config{}, fmt.Errorf("--postgres-url (WALRELAY_POSTGRES_URL) is required")
+	conn, err := o.postgresConnString()
+	if err != nil {
+		return slot.Config{}, err
 	}
 	return slot.Config{
-		ConnString:      o.PostgresURL,
+		ConnString:      conn,
 		Slot:            o.Slot,
 		Publication:     sc.Publication,
 		Table:           sc.Table,
