@@ -10,10 +10,11 @@ import (
 	"time"
 )
 
-// The DDL shipped for docker-compose is what `walrelay schema` prints.
+// The DDL shipped for docker-compose is what `walrelay schema --grant-to
+// walrelay` prints: the stack runs walrelay as that least-privilege role.
 func TestComposeDDLMatchesSchemaVerb(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if err := run(context.Background(), []string{"schema"}, &out, &errOut); err != nil {
+	if err := run(context.Background(), []string{"schema", "--grant-to", "walrelay"}, &out, &errOut); err != nil {
 		t.Fatalf("walrelay schema: %v\n%s", err, errOut.String())
 	}
 	shipped, err := os.ReadFile("../../deploy/compose/outbox.sql")
@@ -21,7 +22,7 @@ func TestComposeDDLMatchesSchemaVerb(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out.String() != string(shipped) {
-		t.Errorf("deploy/compose/outbox.sql differs from `walrelay schema`; regenerate it with: go run ./cmd/walrelay schema > deploy/compose/outbox.sql")
+		t.Errorf("deploy/compose/outbox.sql differs from `walrelay schema --grant-to walrelay`; regenerate it with: go run ./cmd/walrelay schema --grant-to walrelay > deploy/compose/outbox.sql")
 	}
 }
 

@@ -63,3 +63,8 @@ CREATE TABLE IF NOT EXISTS "public"."outbox_messages_dead_letters" (
 );
 CREATE INDEX IF NOT EXISTS "outbox_messages_dead_letters_parked" ON "public"."outbox_messages_dead_letters" (aggregate_type, aggregate_id, commit_lsn, seq)
     WHERE status = 'parked';
+
+-- What walrelay's role walrelay needs on these tables (run as their owner).
+GRANT USAGE ON SCHEMA "public" TO "walrelay";
+GRANT SELECT ON "public"."outbox_messages" TO "walrelay";
+GRANT SELECT, INSERT, UPDATE, DELETE ON "public"."outbox_messages_dead_letters" TO "walrelay";
