@@ -46,13 +46,12 @@ func Check(ctx context.Context, cfg Config, routes []schema.Message, routesErr e
 		return []check.Result{check.Failure("kafka config", err.Error(), "Correct the Kafka flags of walrelay.")}
 	}
 	if cfg.Transport == nil {
-		t := newTransport()
+		t := newTransport(cfg)
 		defer t.CloseIdleConnections()
 		cfg.Transport = t
 	}
 	if err := Ping(ctx, cfg); err != nil {
-		return []check.Result{check.Failure("kafka reachable", err.Error(),
-			"Check --kafka-brokers and that the brokers run and accept this client (listeners, advertised.listeners, firewall).")}
+		return []check.Result{check.Failure("kafka reachable", err.Error(), reachFix(err))}
 	}
 	c := &kafkaChecker{ctx: ctx,
 		client: &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: cfg.Transport, Timeout: cfg.WriteTimeout}}
@@ -71,6 +70,17 @@ func Check(ctx context.Context, cfg Config, routes []schema.Message, routesErr e
 		c.checkTopics(md)
 	}
 	return c.results
+}
+
+// reachFix is the fix for brokers that Ping could not use.
+func reachFix(err error) string {
+	switch {
+	case isAuthError(err):
+		return "Check --kafka-sasl-mechanism, --kafka-sasl-username and the password (--kafka-sasl-password or --kafka-sasl-password-file) against the users the brokers' listener knows."
+	case isTLSError(err):
+		return "Check --kafka-tls-ca-file (the CA that signed the brokers' certificates) and --kafka-tls-server-name (a name in their certificates)."
+	}
+	return "Check --kafka-brokers and that the brokers run and accept this client (listeners, advertised.listeners, TLS and SASL settings, firewall)."
 }
 
 // kafkaChecker runs the checks of Check and collects their results.

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
 
 	"github.com/walrelay/walrelay/schema"
 )
@@ -54,9 +56,19 @@ type Config struct {
 	// is acknowledged). walrelay passes the leader lease check, so that a
 	// process that lost leadership publishes nothing more.
 	Guard func() error
-	// Transport carries the requests (TLS and SASL go here). Defaults to a
-	// kafka.Transport with a 5s dial timeout.
+	// Transport carries the requests. Defaults to a kafka.Transport that
+	// gives a connection 5s to open (TCP and the TLS handshake) and uses TLS
+	// and SASL below.
 	Transport kafka.RoundTripper
+	// TLS, when set, makes the sink's own transport speak TLS with this
+	// configuration to every broker; an empty ServerName is set to each
+	// broker's host. The configuration must not change once in use.
+	// Defaults to nil: plain TCP. Ignored when Transport is set.
+	TLS *tls.Config
+	// SASL, when set, authenticates every connection of the sink's own
+	// transport with this mechanism (kafka-go's sasl/plain or sasl/scram).
+	// Defaults to nil: no authentication. Ignored when Transport is set.
+	SASL sasl.Mechanism
 
 	// MaxPayloadBytes is the largest payload the sink hands to Kafka; a
 	// larger one is a bad message, found before any produce request.

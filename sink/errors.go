@@ -2,6 +2,8 @@ package sink
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -91,6 +93,12 @@ func (c errClass) String() string {
 func classify(err error) errClass {
 	var kerr kafka.Error
 	switch {
+	case isAuthError(err):
+		// The connection's authentication, not the records: parking them
+		// would move good messages into the dead-letter table while the
+		// credentials are wrong. Retried (and logged on every attempt) like
+		// an unreachable broker; at start, Ping fails fast on it instead.
+		return classTransient
 	case errors.As(err, &kerr):
 		if permanentCode(kerr) {
 			return classPermanent
@@ -129,6 +137,34 @@ func retriableCode(e kafka.Error) bool {
 // so the same verdict would come back forever and stall the partition.
 func permanentCode(e kafka.Error) bool {
 	return e == kafka.InvalidMessage
+}
+
+// isAuthError reports a SASL exchange the broker refused: wrong
+// credentials, or a mechanism the listener does not enable.
+func isAuthError(err error) bool {
+	var kerr kafka.Error
+	if !errors.As(err, &kerr) {
+		return false
+	}
+	switch kerr {
+	case kafka.SASLAuthenticationFailed, kafka.UnsupportedSASLMechanism, kafka.IllegalSASLState:
+		return true
+	}
+	return false
+}
+
+// isTLSError reports a TLS handshake that failed on walrelay's side: the
+// broker's certificate is not trusted, not for this name, or not valid.
+func isTLSError(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		header   tls.RecordHeaderError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &header)
 }
 
 func isNetworkError(err error) bool {

@@ -2,10 +2,13 @@ package sink
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -51,6 +54,11 @@ func TestClassify(t *testing.T) {
 		{"unexpected EOF", io.ErrUnexpectedEOF, classTransient},
 		{"per-request deadline", context.DeadlineExceeded, classTransient},
 		{"something else", errors.New("surprise"), classUnknown},
+		// Authentication is the connection's, not the records': retried,
+		// never parked.
+		{"SASL authentication failed, as kafka-go wraps it", fmt.Errorf("%w: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512", kafka.SASLAuthenticationFailed), classTransient},
+		{"unsupported SASL mechanism", kafka.UnsupportedSASLMechanism, classTransient},
+		{"untrusted certificate", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, classUnknown},
 	}
 	for _, tt := range tests {
 		if got := classify(tt.err); got != tt.want {
@@ -91,5 +99,30 @@ func TestRecordErrorNamesLowestIndex(t *testing.T) {
 	e := newRecordError(res)
 	if e.index != 2 || !errors.Is(e, kafka.InvalidRecord) {
 		t.Errorf("newRecordError = index %d, %v; want index 2 wrapping InvalidRecord", e.index, e)
+	}
+}
+
+// Ping's error says which step failed, and the check's fix follows it.
+func TestPingErrorNamesTheStep(t *testing.T) {
+	tests := []struct {
+		name      string
+		err       error
+		want, fix string
+	}{
+		{"SASL", fmt.Errorf("%w: invalid credentials", kafka.SASLAuthenticationFailed), "kafka brokers b:9093 refused the SASL authentication: ", "--kafka-sasl-mechanism"},
+		{"mechanism", kafka.UnsupportedSASLMechanism, "refused the SASL authentication", "--kafka-sasl-username"},
+		{"unknown CA", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, "TLS handshake with kafka brokers b:9093 failed: ", "--kafka-tls-ca-file"},
+		{"wrong name", fmt.Errorf("dial: %w", x509.HostnameError{Host: "kafka.invalid", Certificate: &x509.Certificate{}}), "TLS handshake", "--kafka-tls-server-name"},
+		{"closed", io.EOF, "kafka brokers b:9093 closed the connection (does their listener expect", "--kafka-brokers"},
+		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, "kafka brokers b:9093 do not answer: ", "--kafka-brokers"},
+	}
+	for _, tt := range tests {
+		err := pingError("b:9093", tt.err)
+		if !strings.Contains(err.Error(), tt.want) || !errors.Is(err, tt.err) {
+			t.Errorf("%s: pingError = %q; want it to contain %q and wrap %v", tt.name, err, tt.want, tt.err)
+		}
+		if fix := reachFix(err); !strings.Contains(fix, tt.fix) {
+			t.Errorf("%s: fix = %q; want it to name %s", tt.name, fix, tt.fix)
+		}
 	}
 }

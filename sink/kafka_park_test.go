@@ -146,7 +146,7 @@ func TestKafkaMissingTopicWithCreationOffIsParked(t *testing.T) {
 	}
 	checkDeadLetter(t, dls[1], ms[1], topic, ms[0])
 
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: newTransport()}
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: newTransport(Config{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})

@@ -199,11 +199,17 @@ func (k *kafkaMetadata) TopicPartitions(ctx context.Context, topic string, creat
 	return 0, kafka.UnknownTopicOrPartition
 }
 
-// newTransport is the transport the sink makes when Config.Transport is nil.
-func newTransport() *kafka.Transport {
+// newTransport is the transport the sink makes when Config.Transport is
+// nil, with cfg's TLS and SASL. kafka-go opens one connection per broker
+// (and one for metadata) and authenticates each as it opens it, so a
+// refused authentication is met again on every new connection, never
+// cached as a success.
+func newTransport(cfg Config) *kafka.Transport {
 	return &kafka.Transport{
 		Dial:        (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 		DialTimeout: 5 * time.Second,
 		ClientID:    "walrelay",
+		TLS:         cfg.TLS,
+		SASL:        cfg.SASL,
 	}
 }

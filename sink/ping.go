@@ -2,8 +2,11 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"syscall"
 
 	"github.com/segmentio/kafka-go"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
@@ -19,17 +22,32 @@ func Ping(ctx context.Context, cfg Config) error {
 	}
 	transport := cfg.Transport
 	if transport == nil {
-		t := newTransport()
+		t := newTransport(cfg)
 		defer t.CloseIdleConnections()
 		transport = t
 	}
 	brokers := strings.Join(cfg.Brokers, ",")
 	res, err := transport.RoundTrip(ctx, kafka.TCP(cfg.Brokers...), &metadataAPI.Request{TopicNames: []string{}})
 	if err != nil {
-		return fmt.Errorf("kafka brokers %s do not answer: %w", brokers, err)
+		return pingError(brokers, err)
 	}
 	if len(res.(*metadataAPI.Response).Brokers) == 0 {
 		return fmt.Errorf("kafka brokers %s answered with no brokers in the cluster", brokers)
 	}
 	return nil
+}
+
+// pingError says which step failed: authentication, TLS, or reaching the
+// brokers. A broker that closes the connection at once usually has a
+// listener with another security protocol (TLS or SASL) than the client.
+func pingError(brokers string, err error) error {
+	switch {
+	case isAuthError(err):
+		return fmt.Errorf("kafka brokers %s refused the SASL authentication: %w", brokers, err)
+	case isTLSError(err):
+		return fmt.Errorf("TLS handshake with kafka brokers %s failed: %w", brokers, err)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
+		return fmt.Errorf("kafka brokers %s closed the connection (does their listener expect the TLS and SASL settings walrelay uses?): %w", brokers, err)
+	}
+	return fmt.Errorf("kafka brokers %s do not answer: %w", brokers, err)
 }

@@ -81,7 +81,7 @@ func New(cfg Config, log *zap.Logger, onAck AckFunc) (*Sink, error) {
 	}
 	closeTransport := func() {}
 	if cfg.Transport == nil {
-		t := newTransport()
+		t := newTransport(cfg)
 		cfg.Transport, closeTransport = t, t.CloseIdleConnections
 	}
 	addr := kafka.TCP(cfg.Brokers...)
