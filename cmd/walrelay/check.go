@@ -28,7 +28,11 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	report := o.check(ctx, sc)
+	kc, err := o.sinkConfig()
+	if err != nil {
+		return err
+	}
+	report := o.check(ctx, sc, kc)
 	if o.JSON {
 		err = report.WriteJSON(stdout)
 	} else {
@@ -43,16 +47,17 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// check runs the PostgreSQL checks, then the Kafka checks with the topics
-// of the outbox rows PostgreSQL gave, each side under its own timeout.
-func (o options) check(ctx context.Context, sc slot.Config) check.Report {
+// check runs the PostgreSQL checks, then the Kafka checks (over kc, with
+// its TLS and SASL) with the topics of the outbox rows PostgreSQL gave,
+// each side under its own timeout.
+func (o options) check(ctx context.Context, sc slot.Config, kc sink.Config) check.Report {
 	pgCtx, cancel := context.WithTimeout(ctx, checkTimeout)
 	pg, routes := slot.Check(pgCtx, sc, o.Columns)
 	pg = append(pg, o.checkDeadLetters(pgCtx, sc)...)
 	cancel()
 	kafkaCtx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	kafka := sink.Check(kafkaCtx, sink.Config{Brokers: o.brokers(), TopicTemplate: o.TopicTemplate}, routes.Messages, routes.Err)
+	kafka := sink.Check(kafkaCtx, kc, routes.Messages, routes.Err)
 	return append(check.Report(pg), kafka...)
 }
 

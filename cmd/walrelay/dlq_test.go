@@ -73,7 +73,11 @@ func newRetryRig(t *testing.T, topicConfig ...kafka.ConfigEntry) *retryRig {
 	}
 	r.createTopic(ctx, topicConfig)
 	o := options{KafkaBrokers: brokers, TopicTemplate: r.topic, CESource: "walrelay-dlq-test"}
-	r.pub = &sinkPublisher{cfg: o.sinkConfig(), log: zaptest.NewLogger(t)}
+	sc, err := o.sinkConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.pub = &sinkPublisher{cfg: sc, log: zaptest.NewLogger(t)}
 	return r
 }
 

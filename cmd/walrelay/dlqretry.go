@@ -20,12 +20,16 @@ func dlqRetry(ctx context.Context, o options, st *dlq.Store, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
+	cfg, err := o.sinkConfig()
+	if err != nil {
+		return err
+	}
 	log, err := newLogger(o.LogLevel, stderr)
 	if err != nil {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
-	pub := &sinkPublisher{cfg: o.sinkConfig(), log: log}
+	pub := &sinkPublisher{cfg: cfg, log: log}
 	res, err := st.Retry(ctx, sel, pub)
 	if err != nil {
 		return err

@@ -49,6 +49,8 @@ type options struct {
 	Columns             schema.Columns
 	DLQ                 dlqOptions
 	Prune               pruneOptions
+	// The flags of TLS and SASL towards Kafka (kafkasec.go).
+	kafkaSecurityOptions
 }
 
 // postgresOptions are the TLS and password flags that amend --postgres-url
@@ -177,6 +179,7 @@ func parseOptions(verb string, args []string, stderr io.Writer) (options, error)
 	f.dur(&o.KafkaRetryMax, "kafka-retry-backoff-max", 10*time.Second, "longest delay between produce retries (transient errors are retried for as long as it takes)")
 	f.boolean(&o.KafkaCreateTopics, "kafka-create-topics", true, "ask the broker to create a missing topic (when its auto.create.topics.enable allows); false: a missing topic is a bad message")
 	f.int(&o.MaxWALMessageBytes, "max-wal-message-bytes", 64<<20, "largest replication message (one row) walrelay reads; bounds the memory one huge row can take")
+	f.kafkaSecurityFlags(&o.kafkaSecurityOptions)
 	cols := schema.DefaultColumns()
 	f.str(&o.Columns.MessageID, "column-message-id", cols.MessageID, "column holding the message id (uuid)")
 	f.str(&o.Columns.AggregateType, "column-aggregate-type", cols.AggregateType, "column holding the aggregate type")

@@ -68,6 +68,9 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if w := kafkaSecurityWarning(sinkCfg.TLS, sinkCfg.SASL); w != "" {
+		log.Warn(w)
+	}
 	mon, err := o.monitor(log, reg, r)
 	if err != nil {
 		return err
@@ -83,6 +86,7 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("walrelay starting", zap.String("version", version()), zap.String("slot", o.Slot),
 		zap.String("publication", o.Publication), zap.String("table", o.Table), zap.Strings("kafka_brokers", o.brokers()),
+		zap.Bool("kafka_tls", sinkCfg.TLS != nil), zap.String("kafka_sasl", saslName(sinkCfg.SASL)),
 		zap.String("metrics_addr", o.MetricsAddr), zap.String("memory_limit", memoryLimitField(memLimit)),
 		zap.Bool("memory_limit_default", memLimitSet))
 
@@ -118,8 +122,11 @@ func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard fu
 	if _, err := decoder.New(decCfg); err != nil {
 		return nil, sink.Config{}, err
 	}
+	sinkCfg, err := o.sinkConfig()
+	if err != nil {
+		return nil, sink.Config{}, err
+	}
 	sinkMetrics := sink.NewMetrics(reg)
-	sinkCfg := o.sinkConfig()
 	sinkCfg.Metrics = sinkMetrics
 	sinkCfg.Guard = guard
 	relayCfg := relay.Config{ShutdownTimeout: o.ShutdownTimeout, Registerer: reg}
@@ -171,9 +178,13 @@ func (o options) deadLetters(db dlq.DB) (*dlq.Store, error) {
 	return dlq.New(db, sc.DeadLetterTable())
 }
 
-// sinkConfig is the Kafka side as the flags set it, for the relay and for
-// `walrelay dlq retry`.
-func (o options) sinkConfig() sink.Config {
+// sinkConfig is the Kafka side as the flags set it, TLS and SASL included,
+// for the relay, `walrelay check` and `walrelay dlq retry`.
+func (o options) sinkConfig() (sink.Config, error) {
+	tc, mech, err := o.kafkaSecurity()
+	if err != nil {
+		return sink.Config{}, err
+	}
 	return sink.Config{
 		Brokers:             o.brokers(),
 		TopicTemplate:       o.TopicTemplate,
@@ -185,7 +196,9 @@ func (o options) sinkConfig() sink.Config {
 		NoCreateTopics:      !o.KafkaCreateTopics,
 		RetryBackoffMin:     o.KafkaRetryMin,
 		RetryBackoffMax:     o.KafkaRetryMax,
-	}
+		TLS:                 tc,
+		SASL:                mech,
+	}, nil
 }
 
 // monitor reads the slot's figures for the metrics and the stall watchdog
