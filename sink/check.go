@@ -78,7 +78,7 @@ func reachFix(err error) string {
 	case isAuthError(err):
 		return "Check --kafka-sasl-mechanism, --kafka-sasl-username and the password (--kafka-sasl-password or --kafka-sasl-password-file) against the users the brokers' listener knows."
 	case isTLSError(err):
-		return "Check --kafka-tls-ca-file (the CA that signed the brokers' certificates) and --kafka-tls-server-name (a name in their certificates)."
+		return "Check --kafka-tls-ca-file (the CA that signed the brokers' certificates), --kafka-tls-server-name (a name in their certificates) and, for listeners that require one, the client certificate (--kafka-tls-cert-file, --kafka-tls-key-file)."
 	}
 	return "Check --kafka-brokers and that the brokers run and accept this client (listeners, advertised.listeners, TLS and SASL settings, firewall)."
 }

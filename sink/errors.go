@@ -153,8 +153,11 @@ func isAuthError(err error) bool {
 	return false
 }
 
-// isTLSError reports a TLS handshake that failed on walrelay's side: the
-// broker's certificate is not trusted, not for this name, or not valid.
+// isTLSError reports a TLS handshake that failed: on walrelay's side (the
+// broker's certificate is not trusted, not for this name, or not valid) or
+// on the broker's, which sends an alert (no client certificate, or one it
+// does not trust). crypto/tls reports a received alert as a *net.OpError
+// whose Op is "remote error", with an unexported alert type inside.
 func isTLSError(err error) bool {
 	var (
 		verify   *tls.CertificateVerificationError
@@ -162,9 +165,10 @@ func isTLSError(err error) bool {
 		hostname x509.HostnameError
 		invalid  x509.CertificateInvalidError
 		header   tls.RecordHeaderError
+		op       *net.OpError
 	)
 	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
-		errors.As(err, &invalid) || errors.As(err, &header)
+		errors.As(err, &invalid) || errors.As(err, &header) || errors.As(err, &op) && op.Op == "remote error"
 }
 
 func isNetworkError(err error) bool {

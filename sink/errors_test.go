@@ -113,6 +113,7 @@ func TestPingErrorNamesTheStep(t *testing.T) {
 		{"mechanism", kafka.UnsupportedSASLMechanism, "refused the SASL authentication", "--kafka-sasl-username"},
 		{"unknown CA", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, "TLS handshake with kafka brokers b:9093 failed: ", "--kafka-tls-ca-file"},
 		{"wrong name", fmt.Errorf("dial: %w", x509.HostnameError{Host: "kafka.invalid", Certificate: &x509.Certificate{}}), "TLS handshake", "--kafka-tls-server-name"},
+		{"no client certificate", &net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}, "TLS handshake with kafka brokers b:9093 failed: remote error", "--kafka-tls-cert-file"},
 		{"closed", io.EOF, "kafka brokers b:9093 closed the connection (does their listener expect", "--kafka-brokers"},
 		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, "kafka brokers b:9093 do not answer: ", "--kafka-brokers"},
 	}
