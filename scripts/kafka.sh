@@ -6,7 +6,8 @@
 #   scripts/kafka.sh stop [--purge] stop (no-op if not running); --purge also removes data and logs
 #                                   (the fetched jars stay as a cache; --purge-all removes them too)
 #   scripts/kafka.sh status         exit 0 if running and answering, 3 if not
-#   scripts/kafka.sh env            print: export WALRELAY_TEST_KAFKA_BROKERS=... (and the PROXIED/PROXY pair)
+#   scripts/kafka.sh env            print: export WALRELAY_TEST_KAFKA_BROKERS=... (and the PROXIED/PROXY pair, and
+#                                   WALRELAY_TEST_KAFKA_LIBS, the broker's jars, for tests that run a broker of their own)
 #   scripts/kafka.sh pid            print the broker's pid (the fault suite pauses and kills it)
 #
 # Besides the ordinary listener, the broker has a second plain listener, PROXIED, for the fault-injection
@@ -304,6 +305,8 @@ cmd_env() {
   echo "export WALRELAY_TEST_KAFKA_BROKERS=$BROKERS"
   echo "export WALRELAY_TEST_KAFKA_PROXIED=127.0.0.1:$PROXIED_PORT"
   echo "export WALRELAY_TEST_KAFKA_PROXY=127.0.0.1:$PROXY_PORT"
+  # The jars 'start' fetched: test/e2e's TLS and SASL tests start a broker of their own from them.
+  echo "export WALRELAY_TEST_KAFKA_LIBS='$LIBS'"
 }
 
 case "${1:-}" in

@@ -48,7 +48,16 @@ const partitions = 3
 
 func New(t *testing.T, aggregateTypes ...string) *Fixture {
 	t.Helper()
-	pgURL, brokers := Services(t)
+	_, brokers := Services(t)
+	return NewOn(t, brokers, aggregateTypes...)
+}
+
+// NewOn is New on other Kafka brokers than the rig's (a test's own broker,
+// say): the fixture's topics, its walrelay commands (--kafka-brokers) and
+// its verifier use brokers, which must take plain connections.
+func NewOn(t *testing.T, brokers string, aggregateTypes ...string) *Fixture {
+	t.Helper()
+	pgURL, _ := Services(t)
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatal(err)
