@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
 
 	"github.com/walrelay/walrelay/check"
 	"github.com/walrelay/walrelay/schema"
@@ -30,8 +32,10 @@ const (
 )
 
 // Check is the Kafka half of `walrelay check`: are the brokers reachable,
-// do the topics walrelay will write exist, and do they keep an acknowledged
-// message safe (replication factor, min.insync.replicas). It only reads:
+// is the connection protected (TLS, SASL: reported for the transport Check
+// makes, not for a caller's cfg.Transport), do the topics walrelay will
+// write exist, and do they keep an acknowledged message safe (replication
+// factor, min.insync.replicas). It only reads:
 // it asks for no topic creation and changes no setting.
 //
 // The topics are cfg.TopicTemplate with routes filled in (messages with only
@@ -45,7 +49,8 @@ func Check(ctx context.Context, cfg Config, routes []schema.Message, routesErr e
 	if err := cfg.validate(); err != nil {
 		return []check.Result{check.Failure("kafka config", err.Error(), "Correct the Kafka flags of walrelay.")}
 	}
-	if cfg.Transport == nil {
+	ownTransport := cfg.Transport == nil
+	if ownTransport {
 		t := newTransport(cfg)
 		defer t.CloseIdleConnections()
 		cfg.Transport = t
@@ -64,12 +69,45 @@ func Check(ctx context.Context, cfg Config, routes []schema.Message, routesErr e
 			"Check that the brokers run and accept this client (listeners, advertised.listeners, firewall).")}
 	}
 	c.add(check.Pass("kafka reachable", fmt.Sprintf("%s answer; the cluster has %d broker(s)", strings.Join(cfg.Brokers, ","), len(md.Brokers))))
+	if ownTransport {
+		c.add(securityResult(cfg.TLS, cfg.SASL))
+	}
 	c.add(topicsResult)
 	if known {
 		c.readBroker(md.Controller.ID)
 		c.checkTopics(md)
 	}
 	return c.results
+}
+
+// securityResult is the "kafka tls" check of the transport the sink makes
+// with tc and mech: ok with TLS (which always verifies the brokers'
+// certificates), a warning without, saying what travels in clear text.
+func securityResult(tc *tls.Config, mech sasl.Mechanism) check.Result {
+	const name = "kafka tls"
+	auth := "no SASL"
+	if mech != nil {
+		auth = "SASL " + mech.Name()
+	}
+	if tc != nil {
+		found := "TLS, the brokers' certificates verified against the system's roots"
+		if tc.RootCAs != nil {
+			found = "TLS, the brokers' certificates verified against the given CAs"
+		}
+		if tc.ServerName != "" {
+			found += " for the name " + tc.ServerName
+		}
+		if len(tc.Certificates) > 0 {
+			found += "; a client certificate"
+		}
+		return check.Pass(name, found+"; "+auth)
+	}
+	found := "no TLS: messages travel unencrypted; " + auth
+	if mech != nil && mech.Name() == "PLAIN" {
+		found += ", whose credentials travel in clear text"
+	}
+	return check.Warning(name, found,
+		"Use a TLS listener of the brokers (SSL or SASL_SSL) and set --kafka-tls, or --kafka-tls-ca-file for a CA of your own.")
 }
 
 // reachFix is the fix for brokers that Ping could not use.

@@ -2,6 +2,8 @@ package sink
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +12,9 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/walrelay/walrelay/check"
 	"github.com/walrelay/walrelay/schema"
@@ -112,7 +117,7 @@ func TestCheckTopicSafety(t *testing.T) {
 
 	got := runCheck(t, Config{Brokers: brokers, TopicTemplate: "unused.{aggregate_type}"}, routes, nil)
 
-	checkStatuses(t, got, []string{"kafka reachable=ok", "topics=ok",
+	checkStatuses(t, got, []string{"kafka reachable=ok", "kafka tls=warn", "topics=ok",
 		"topic " + weak + "=ok", "topic " + impossible + "=ok",
 		"topic " + weak + " replication factor=warn", "topic " + weak + " min.insync.replicas=warn",
 		"topic " + impossible + " replication factor=warn", "topic " + impossible + " min.insync.replicas=fail"})
@@ -155,7 +160,7 @@ func TestCheckMissingTopic(t *testing.T) {
 
 	got := runCheck(t, Config{Brokers: brokers, TopicTemplate: "orders.{type}"}, []schema.Message{{Type: "x", Topic: topic}}, nil)
 
-	checkStatuses(t, got, []string{"kafka reachable=ok", "topics=ok", "topic " + topic + "=" + want})
+	checkStatuses(t, got, []string{"kafka reachable=ok", "kafka tls=warn", "topics=ok", "topic " + topic + "=" + want})
 	if f := found(t, got, "topic "+topic); !strings.Contains(f, "auto.create.topics.enable="+autoCreate) {
 		t.Errorf("found: got %q; want the broker's auto.create.topics.enable=%s", f, autoCreate)
 	}
@@ -184,7 +189,7 @@ func TestCheckTopicsFromTemplate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := runCheck(t, cfg, tc.routes, tc.routesErr)
-			checkStatuses(t, got, []string{"kafka reachable=ok", "topics=warn"})
+			checkStatuses(t, got, []string{"kafka reachable=ok", "kafka tls=warn", "topics=warn"})
 			if f := found(t, got, "topics"); !strings.Contains(f, tc.want) {
 				t.Errorf("topics found: got %q; want it to contain %q", f, tc.want)
 			}
@@ -264,3 +269,38 @@ func TestCheckVerdicts(t *testing.T) {
 		})
 	}
 }
+
+// The "kafka tls" check is ok with TLS and warns without, saying what
+// travels in clear text.
+func TestSecurityResult(t *testing.T) {
+	scram, err := scramSHA512()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainMech := plain.Mechanism{Username: "u", Password: "p"}
+	withCA := &tls.Config{RootCAs: x509.NewCertPool(), ServerName: "kafka.example", Certificates: make([]tls.Certificate, 1)}
+	tests := []struct {
+		name   string
+		tc     *tls.Config
+		mech   sasl.Mechanism
+		status check.Status
+		found  string
+	}{
+		{"nothing", nil, nil, check.Warn, "no TLS: messages travel unencrypted; no SASL"},
+		{"PLAIN without TLS", nil, plainMech, check.Warn, "no TLS: messages travel unencrypted; SASL PLAIN, whose credentials travel in clear text"},
+		{"SCRAM without TLS", nil, scram, check.Warn, "no TLS: messages travel unencrypted; SASL SCRAM-SHA-512"},
+		{"system roots", &tls.Config{}, nil, check.OK, "TLS, the brokers' certificates verified against the system's roots; no SASL"},
+		{"everything", withCA, scram, check.OK, "TLS, the brokers' certificates verified against the given CAs for the name kafka.example; a client certificate; SASL SCRAM-SHA-512"},
+	}
+	for _, tt := range tests {
+		r := securityResult(tt.tc, tt.mech)
+		if r.Name != "kafka tls" || r.Status != tt.status || r.Found != tt.found {
+			t.Errorf("%s: got %s %s %q; want kafka tls %s %q", tt.name, r.Name, r.Status, r.Found, tt.status, tt.found)
+		}
+		if tt.status == check.Warn && !strings.Contains(r.Fix, "--kafka-tls") {
+			t.Errorf("%s: fix %q; want it to name --kafka-tls", tt.name, r.Fix)
+		}
+	}
+}
+
+func scramSHA512() (sasl.Mechanism, error) { return scram.Mechanism(scram.SHA512, "u", "p") }

@@ -105,14 +105,16 @@ func TestCheckGoodRig(t *testing.T) {
 		want["topic "+topic+" replication factor"] = "warn"
 		want["topic "+topic+" min.insync.replicas"] = "warn"
 	}
+	// The rig's broker has no TLS listener.
+	want["kafka tls"] = "warn"
 	wantStatus(t, report, want)
 	for _, name := range []string{"max_slot_wal_keep_size", "postgres tls"} {
 		if got := report.status(name); got != "ok" && got != "warn" {
 			t.Errorf("check %q: got %s; want ok or warn on the rig", name, got)
 		}
 	}
-	if n := len(report.Checks); n != 21+2+3*3 {
-		t.Errorf("checks: got %d; want %d (21 + max_slot_wal_keep_size + postgres tls + 3 per topic)", n, 21+2+3*3)
+	if n := len(report.Checks); n != 21+3+3*3 {
+		t.Errorf("checks: got %d; want %d (21 + max_slot_wal_keep_size + postgres tls + kafka tls + 3 per topic)", n, 21+3+3*3)
 	}
 }
 

@@ -195,7 +195,7 @@ func testCheckMechanisms(t *testing.T, k *secureKafka) {
 				t.Fatalf("kafka reachable: got %s (%s); want %s", got, found, tc.status)
 			}
 			if tc.status == "ok" {
-				wantStatus(t, report, map[string]string{"topic " + f.Topic("order"): "ok"})
+				wantStatus(t, report, map[string]string{"kafka tls": "ok", "topic " + f.Topic("order"): "ok"})
 			} else if !strings.Contains(fix, tc.fixHint) || code != 1 {
 				t.Errorf("exit %d, fix %q; want exit 1 and a fix naming %s", code, fix, tc.fixHint)
 			}
