@@ -170,13 +170,9 @@ func (o kafkaSecurityOptions) kafkaSASLPassword() (string, error) {
 	if o.KafkaSASLPassword != "" {
 		return "", errors.New("both --kafka-sasl-password (or WALRELAY_KAFKA_SASL_PASSWORD) and --kafka-sasl-password-file are set: set one")
 	}
-	data, err := os.ReadFile(o.KafkaSASLPasswordFile)
+	p, err := readPasswordFile(o.KafkaSASLPasswordFile)
 	if err != nil {
-		return "", fmt.Errorf("--kafka-sasl-password-file: %w", err)
-	}
-	p := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
-	if p == "" {
-		return "", fmt.Errorf("--kafka-sasl-password-file %s is empty", o.KafkaSASLPasswordFile)
+		return "", fmt.Errorf("--kafka-sasl-password-file (WALRELAY_KAFKA_SASL_PASSWORD_FILE): %w", err)
 	}
 	return p, nil
 }

@@ -68,8 +68,8 @@ func TestKafkaSecurityRefusesBadFlags(t *testing.T) {
 		{"password without mechanism", kafkaSecurityOptions{KafkaSASLPassword: testPassword}, "--kafka-sasl-mechanism is empty"},
 		{"password file without mechanism", kafkaSecurityOptions{KafkaSASLPasswordFile: writeFile(t, "pw", testPassword)}, "--kafka-sasl-mechanism is empty"},
 		{"password and password file", scram(kafkaSecurityOptions{KafkaSASLPassword: testPassword, KafkaSASLPasswordFile: writeFile(t, "pw", testPassword)}), "both --kafka-sasl-password (or WALRELAY_KAFKA_SASL_PASSWORD) and --kafka-sasl-password-file are set"},
-		{"missing password file", scram(kafkaSecurityOptions{KafkaSASLPasswordFile: filepath.Join(t.TempDir(), "pw")}), "--kafka-sasl-password-file: open "},
-		{"empty password file", scram(kafkaSecurityOptions{KafkaSASLPasswordFile: writeFile(t, "pw", "\n")}), "is empty"},
+		{"missing password file", scram(kafkaSecurityOptions{KafkaSASLPasswordFile: filepath.Join(t.TempDir(), "pw")}), "--kafka-sasl-password-file (WALRELAY_KAFKA_SASL_PASSWORD_FILE): open "},
+		{"empty password file", scram(kafkaSecurityOptions{KafkaSASLPasswordFile: writeFile(t, "pw", "\n")}), "holds no password"},
 		// The SCRAM library's own error would quote the password.
 		{"password SCRAM refuses", scram(kafkaSecurityOptions{KafkaSASLPassword: testPassword + "\x07"}), "has characters SCRAM does not allow"},
 	}
