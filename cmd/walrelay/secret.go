@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -47,25 +46,28 @@ const redactedPassword = "xxxxx"
 var kvPassword = regexp.MustCompile(`(?i)\b(password|sslpassword)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s]*)`)
 
 // redactConnString is s without its passwords: the URL's user password and
-// any password or sslpassword parameter, in URL or keyword/value form. A
-// URL that does not parse is not shown at all.
+// any password or sslpassword parameter, in URL or keyword/value form. The
+// URL is split as mergeURL splits it (libpq's way), so multi-host URLs,
+// which net/url refuses, are shown too.
 func redactConnString(s string) string {
 	if !strings.HasPrefix(s, "postgres://") && !strings.HasPrefix(s, "postgresql://") {
 		return kvPassword.ReplaceAllString(s, "${1}="+redactedPassword)
 	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(a URL that does not parse; not shown)"
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), redactedPassword)
-	}
-	q := u.Query()
-	for k := range q {
-		if strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword") {
-			q.Set(k, redactedPassword)
+	i := strings.Index(s, "://") + len("://")
+	scheme, rest := s[:i], s[i:]
+	if j := strings.IndexAny(rest, "@/"); j >= 0 && rest[j] == '@' {
+		if user, _, hasPassword := strings.Cut(rest[:j], ":"); hasPassword {
+			rest = user + ":" + redactedPassword + rest[j:]
 		}
 	}
-	u.RawQuery = q.Encode()
-	return u.String()
+	if j := strings.IndexByte(rest, '?'); j >= 0 {
+		pairs := strings.Split(rest[j+1:], "&")
+		for k, pair := range pairs {
+			if key := queryKey(pair); strings.EqualFold(key, "password") || strings.EqualFold(key, "sslpassword") {
+				pairs[k] = key + "=" + redactedPassword
+			}
+		}
+		rest = rest[:j+1] + strings.Join(pairs, "&")
+	}
+	return scheme + rest
 }

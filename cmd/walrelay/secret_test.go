@@ -13,7 +13,8 @@ func TestRedactConnString(t *testing.T) {
 		{"postgres://db/app?password=s3cret&sslpassword=k3y", "postgres://db/app?password=xxxxx&sslpassword=xxxxx"},
 		{"host=db user=relay password=s3cret dbname=app", "host=db user=relay password=xxxxx dbname=app"},
 		{`host=db password='s3 c\'ret' sslpassword = k3y`, "host=db password=xxxxx sslpassword=xxxxx"},
-		{"postgres://relay:s3cret@db:port/app", "(a URL that does not parse; not shown)"},
+		{"postgres://relay:s3cret@db1:5432,db2/app?sslmode=require&password=s3cret", "postgres://relay:xxxxx@db1:5432,db2/app?sslmode=require&password=xxxxx"},
+		{"postgres://relay:s3cret@db/app?options=-c%20x", "postgres://relay:xxxxx@db/app?options=-c%20x"},
 	}
 	for _, c := range cases {
 		got := redactConnString(c.in)
