@@ -133,3 +133,10 @@ func redactParseError(err error) string {
 	}
 	return "invalid connection string"
 }
+
+// Defaults is the Config with every optional field at its default.
+func Defaults() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}

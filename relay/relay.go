@@ -67,6 +67,13 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// Defaults is the Config with every optional field at its default.
+func Defaults() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}
+
 // stream is the replication side, as the relay uses it (slot.Stream).
 type stream interface {
 	Run(ctx context.Context, out chan<- slot.Event, pos slot.Position, drained <-chan struct{}) error

@@ -82,3 +82,10 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
+
+// Defaults is the Config with every optional field at its default.
+func Defaults() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}

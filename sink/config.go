@@ -187,3 +187,6 @@ func notNegative(name string, v int64) error {
 	}
 	return nil
 }
+
+// Defaults is the Config with every optional field at its default.
+func Defaults() Config { return Config{}.withDefaults() }

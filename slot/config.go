@@ -133,3 +133,11 @@ func redactParseError(err error) string {
 	}
 	return "invalid connection string"
 }
+
+// Defaults is the Config with every optional field at its default: what
+// walrelay's flags show and start from.
+func Defaults() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}

@@ -67,18 +67,30 @@ type Monitor struct {
 	beatErrors   prometheus.Counter
 }
 
+func (c *MonitorConfig) setMonitorDefaults() {
+	c.setDefaults()
+	if c.PollInterval <= 0 {
+		c.PollInterval = 5 * time.Second
+	}
+	if c.StallThreshold <= 0 {
+		c.StallThreshold = 2 * time.Minute
+	}
+}
+
+// MonitorDefaults is the MonitorConfig with every optional field at its
+// default. HeartbeatInterval has none: zero writes no heartbeats.
+func MonitorDefaults() MonitorConfig {
+	var c MonitorConfig
+	c.setMonitorDefaults()
+	return c
+}
+
 // NewMonitor validates cfg and registers the Monitor's metrics with reg (a
 // nil reg keeps them private). It starts nothing.
 func NewMonitor(cfg MonitorConfig, log *zap.Logger, reg prometheus.Registerer, pipe Pipeline) (*Monitor, error) {
-	cfg.setDefaults()
+	cfg.setMonitorDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
-	}
-	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = 5 * time.Second
-	}
-	if cfg.StallThreshold <= 0 {
-		cfg.StallThreshold = 2 * time.Minute
 	}
 	m := &Monitor{cfg: cfg, log: log, pipe: pipe, dog: watchdog{threshold: cfg.StallThreshold}}
 	m.newMetrics()

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/dlq"
+	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
 )
@@ -20,20 +22,12 @@ const checkTimeout = 15 * time.Second
 // check, as a table or (--json) as JSON. Any failed check makes the error
 // that exits with code 1; warnings alone do not.
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, ok, err := parse("check", args, stderr)
+	c, ok, err := parseConfig("check", args, stdout, stderr)
 	if !ok {
 		return err
 	}
-	sc, err := o.slotConfig()
-	if err != nil {
-		return err
-	}
-	kc, err := o.sinkConfig()
-	if err != nil {
-		return err
-	}
-	report := o.check(ctx, sc, kc)
-	if o.JSON {
+	report := checkAll(ctx, c)
+	if c.JSON {
 		err = report.WriteJSON(stdout)
 	} else {
 		err = report.WriteText(stdout)
@@ -47,29 +41,29 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// check runs the PostgreSQL checks, then the Kafka checks (over kc, with
-// its TLS and SASL) with the topics of the outbox rows PostgreSQL gave,
-// each side under its own timeout.
-func (o options) check(ctx context.Context, sc slot.Config, kc sink.Config) check.Report {
+// checkAll runs the PostgreSQL checks, then the Kafka checks (with its TLS
+// and SASL) with the topics of the outbox rows PostgreSQL gave, each side
+// under its own timeout.
+func checkAll(ctx context.Context, c config) check.Report {
 	pgCtx, cancel := context.WithTimeout(ctx, checkTimeout)
-	pg, routes := slot.Check(pgCtx, sc, o.Columns)
-	pg = append(pg, o.checkDeadLetters(pgCtx, sc)...)
+	pg, routes := slot.Check(pgCtx, c.Slot, c.Schema.Columns)
+	pg = append(pg, checkDeadLetters(pgCtx, c.Slot, c.Schema.DeadLetterTable())...)
 	cancel()
 	kafkaCtx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	kafka := sink.Check(kafkaCtx, kc, routes.Messages, routes.Err)
+	kafka := sink.Check(kafkaCtx, c.Sink, routes.Messages, routes.Err)
 	return append(check.Report(pg), kafka...)
 }
 
 // checkDeadLetters reports whether the dead-letter table exists; nothing
 // when the server cannot be reached (the PostgreSQL checks said so).
-func (o options) checkDeadLetters(ctx context.Context, sc slot.Config) []check.Result {
+func checkDeadLetters(ctx context.Context, sc slot.Config, table schema.Table) []check.Result {
 	conn, err := slot.Connect(ctx, sc)
 	if err != nil {
 		return nil
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	store, err := o.deadLetters(conn)
+	store, err := dlq.New(conn, table)
 	if err != nil {
 		return []check.Result{check.Failure("dead-letter table", err.Error(), "Set --dead-letter-table to a valid table name.")}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -22,7 +23,9 @@ list shows parked messages (never their payloads). retry publishes parked messag
 again, with their message ids and headers, in their order, and removes those Kafka
 acknowledged; it exits 1 if any is left. discard gives messages up, keeping them
 with the reason for audit. All are safe while walrelay runs.
-Every other flag (--postgres-url, --kafka-brokers, --table, ...) works as for 'walrelay run'.
+Run 'walrelay dlq list -h' (retry, discard) for each one's flags. What retry and
+discard act on (--message-id, --position, --aggregate, --all) and discard's --reason
+are read from the command line only, never from a WALRELAY_* variable.
 `
 
 // dlqTimeout bounds a dlq command, publishing included: a retry holds its
@@ -36,7 +39,7 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return errUsage
 	}
 	sub, rest := args[0], args[1:]
-	var cmd func(context.Context, options, *dlq.Store, io.Writer, io.Writer) error
+	var cmd func(context.Context, config, *dlq.Store, io.Writer, io.Writer) error
 	switch sub {
 	case "list":
 		cmd = dlqList
@@ -51,16 +54,23 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stderr, "walrelay dlq: unknown command %q\n\n%s", sub, dlqUsage)
 		return errUsage
 	}
-	o, ok, err := parse("dlq "+sub, rest, stderr)
-	if !ok {
+	o, s, err := parseOptions("dlq "+sub, rest, stdout, stderr)
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
 	if err := checkDLQUsage(sub, o.DLQ, stderr); err != nil {
 		return err
 	}
+	c, err := o.resolve(s)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, dlqTimeout)
 	defer cancel()
-	return withStore(ctx, o, func(st *dlq.Store) error { return cmd(ctx, o, st, stdout, stderr) })
+	return withStore(ctx, c, func(st *dlq.Store) error { return cmd(ctx, c, st, stdout, stderr) })
 }
 
 // checkDLQUsage refuses a command line that cannot mean anything, before
@@ -78,7 +88,7 @@ func checkDLQUsage(sub string, d dlqOptions, stderr io.Writer) error {
 	if problem == "" {
 		return nil
 	}
-	fmt.Fprintf(stderr, "walrelay dlq %s: %s\n\n%s", sub, problem, dlqUsage)
+	fmt.Fprintf(stderr, "walrelay dlq %s: %s\nRun 'walrelay dlq %s -h' for its flags.\n", sub, problem, sub)
 	return errUsage
 }
 
@@ -128,21 +138,13 @@ func parseAggregate(s string) (schema.Aggregate, error) {
 }
 
 // withStore connects to PostgreSQL and runs fn over the dead-letter table.
-func withStore(ctx context.Context, o options, fn func(*dlq.Store) error) error {
-	cfg, err := o.slotConfig()
-	if err != nil {
-		return err
-	}
-	sc, err := o.schemaConfig()
-	if err != nil {
-		return err
-	}
-	conn, err := slot.Connect(ctx, cfg)
+func withStore(ctx context.Context, c config, fn func(*dlq.Store) error) error {
+	conn, err := slot.Connect(ctx, c.Slot)
 	if err != nil {
 		return oneLine(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	st, err := dlq.New(conn, sc.DeadLetterTable())
+	st, err := dlq.New(conn, c.Schema.DeadLetterTable())
 	if err != nil {
 		return err
 	}
@@ -150,35 +152,27 @@ func withStore(ctx context.Context, o options, fn func(*dlq.Store) error) error 
 }
 
 // ensureDeadLetters creates the dead-letter table on a new connection.
-func ensureDeadLetters(ctx context.Context, o options) (schema.Table, error) {
-	cfg, err := o.slotConfig()
-	if err != nil {
-		return schema.Table{}, err
-	}
-	sc, err := o.schemaConfig()
-	if err != nil {
-		return schema.Table{}, err
-	}
-	conn, err := slot.Connect(ctx, cfg)
+func ensureDeadLetters(ctx context.Context, c config) (schema.Table, error) {
+	conn, err := slot.Connect(ctx, c.Slot)
 	if err != nil {
 		return schema.Table{}, oneLine(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return sc.DeadLetterTable(), dlq.EnsureTable(ctx, conn, sc)
+	return c.Schema.DeadLetterTable(), dlq.EnsureTable(ctx, conn, c.Schema)
 }
 
-func dlqDiscard(ctx context.Context, o options, st *dlq.Store, stdout, _ io.Writer) error {
-	sel, err := o.DLQ.selection()
+func dlqDiscard(ctx context.Context, c config, st *dlq.Store, stdout, _ io.Writer) error {
+	sel, err := c.DLQ.selection()
 	if err != nil {
 		return err
 	}
-	n, err := st.Discard(ctx, sel, o.DLQ.Reason)
+	n, err := st.Discard(ctx, sel, c.DLQ.Reason)
 	if err != nil {
 		return err
 	}
 	if n == 0 && (sel.MessageID != nil || sel.Position != nil) {
 		return fmt.Errorf("no parked message matches %s", sel)
 	}
-	fmt.Fprintf(stdout, "discarded %d parked %s (%s), reason: %s\n", n, plural(n, "message", "messages"), sel, o.DLQ.Reason)
+	fmt.Fprintf(stdout, "discarded %d parked %s (%s), reason: %s\n", n, plural(n, "message", "messages"), sel, c.DLQ.Reason)
 	return nil
 }

@@ -72,7 +72,8 @@ func newRetryRig(t *testing.T, topicConfig ...kafka.ConfigEntry) *retryRig {
 		t.Fatal(err)
 	}
 	r.createTopic(ctx, topicConfig)
-	o := options{KafkaBrokers: brokers, TopicTemplate: r.topic, CESource: "walrelay-dlq-test"}
+	o := defaultOptions()
+	o.KafkaBrokers, o.Sink.TopicTemplate, o.Sink.Source = brokers, r.topic, "walrelay-dlq-test"
 	sc, err := o.sinkConfig()
 	if err != nil {
 		t.Fatal(err)

@@ -16,8 +16,8 @@ import (
 // dlqList prints the dead letters the flags select, by aggregate then
 // position: a table for people or JSON for scripts. Payloads are never
 // printed; JSON gives their size.
-func dlqList(ctx context.Context, o options, st *dlq.Store, stdout, stderr io.Writer) error {
-	f, err := o.DLQ.filter()
+func dlqList(ctx context.Context, c config, st *dlq.Store, stdout, stderr io.Writer) error {
+	f, err := c.DLQ.filter()
 	if err != nil {
 		return err
 	}
@@ -33,7 +33,7 @@ func dlqList(ctx context.Context, o options, st *dlq.Store, stdout, stderr io.Wr
 		es = es[:limit]
 		fmt.Fprintf(stderr, "walrelay dlq list: more than %d rows; showing the first %d (narrow the filters or raise --limit)\n", limit, limit)
 	}
-	if o.JSON {
+	if c.JSON {
 		return writeDeadLettersJSON(stdout, es)
 	}
 	return writeDeadLettersTable(stdout, es, time.Now())

@@ -15,21 +15,17 @@ import (
 
 // dlqRetry republishes the selected parked messages and prints, in order,
 // what went out and what was left, with why.
-func dlqRetry(ctx context.Context, o options, st *dlq.Store, stdout, stderr io.Writer) error {
-	sel, err := o.DLQ.selection()
+func dlqRetry(ctx context.Context, c config, st *dlq.Store, stdout, stderr io.Writer) error {
+	sel, err := c.DLQ.selection()
 	if err != nil {
 		return err
 	}
-	cfg, err := o.sinkConfig()
-	if err != nil {
-		return err
-	}
-	log, err := newLogger(o.LogLevel, stderr)
+	log, err := newLogger(c.LogLevel, stderr)
 	if err != nil {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
-	pub := &sinkPublisher{cfg: cfg, log: log}
+	pub := &sinkPublisher{cfg: c.Sink, log: log}
 	res, err := st.Retry(ctx, sel, pub)
 	if err != nil {
 		return err

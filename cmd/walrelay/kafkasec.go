@@ -36,16 +36,16 @@ type kafkaSecurityOptions struct {
 }
 
 // kafkaSecurityFlags binds the flags of TLS and SASL towards Kafka.
-func (f *flags) kafkaSecurityFlags(o *kafkaSecurityOptions) {
-	f.boolean(&o.KafkaTLS, "kafka-tls", false, "talk TLS to the Kafka brokers, verified with the system's roots (or --kafka-tls-ca-file); any --kafka-tls-*-file turns it on")
-	f.str(&o.KafkaTLSCAFile, "kafka-tls-ca-file", "", "PEM bundle of the CAs that signed the brokers' certificates; replaces the system's roots")
-	f.str(&o.KafkaTLSCertFile, "kafka-tls-cert-file", "", "PEM client certificate (with its chain) for brokers that ask for one; needs --kafka-tls-key-file")
-	f.str(&o.KafkaTLSKeyFile, "kafka-tls-key-file", "", "PEM unencrypted private key of --kafka-tls-cert-file")
-	f.str(&o.KafkaTLSServerName, "kafka-tls-server-name", "", "name to verify in the brokers' certificates instead of each broker's host")
-	f.str(&o.KafkaSASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism towards Kafka: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty: no SASL")
-	f.str(&o.KafkaSASLUsername, "kafka-sasl-username", "", "SASL user name")
-	f.secret(&o.KafkaSASLPassword, "kafka-sasl-password", "SASL password (prefer the variable or --kafka-sasl-password-file: a flag shows in the process list)")
-	f.str(&o.KafkaSASLPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password (one trailing newline is ignored)")
+func kafkaSecurityFlags(s *flagSet, o *kafkaSecurityOptions) {
+	s.boolean(&o.KafkaTLS, "kafka-tls", "talk TLS to the Kafka brokers, verified with the system's roots (or --kafka-tls-ca-file); any --kafka-tls-*-file turns it on")
+	s.str(&o.KafkaTLSCAFile, "kafka-tls-ca-file", "PEM bundle of the CAs that signed the brokers' certificates; replaces the system's roots")
+	s.str(&o.KafkaTLSCertFile, "kafka-tls-cert-file", "PEM client certificate (with its chain) for brokers that ask for one; needs --kafka-tls-key-file")
+	s.str(&o.KafkaTLSKeyFile, "kafka-tls-key-file", "PEM unencrypted private key of --kafka-tls-cert-file")
+	s.str(&o.KafkaTLSServerName, "kafka-tls-server-name", "name to verify in the brokers' certificates instead of each broker's host")
+	s.str(&o.KafkaSASLMechanism, "kafka-sasl-mechanism", "SASL mechanism towards Kafka: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty: no SASL")
+	s.str(&o.KafkaSASLUsername, "kafka-sasl-username", "SASL user name")
+	s.secret(&o.KafkaSASLPassword, "kafka-sasl-password", "SASL password (prefer the variable or --kafka-sasl-password-file: a flag shows in the process list)", nil)
+	s.str(&o.KafkaSASLPasswordFile, "kafka-sasl-password-file", "file holding the SASL password (one trailing newline is ignored)")
 }
 
 // kafkaSecurity builds the TLS configuration and the SASL mechanism the

@@ -212,7 +212,7 @@ func TestKafkaSecurityFlags(t *testing.T) {
 	t.Setenv("WALRELAY_KAFKA_TLS", "true")
 	t.Setenv("GOMEMLIMIT", "off") // or `walrelay run` below sets a memory limit in the test binary
 	var errOut bytes.Buffer
-	o, err := parseOptions("run", []string{"--kafka-sasl-mechanism", "scram-sha-512", "--kafka-sasl-username", "walrelay",
+	o, err := parseOpts("run", []string{"--kafka-sasl-mechanism", "scram-sha-512", "--kafka-sasl-username", "walrelay",
 		"--kafka-tls-server-name", "kafka.example"}, &errOut)
 	if err != nil {
 		t.Fatalf("parseOptions: %v\n%s", err, errOut.String())
@@ -226,7 +226,7 @@ func TestKafkaSecurityFlags(t *testing.T) {
 	}
 
 	var help bytes.Buffer
-	if _, err := parseOptions("run", []string{"-h"}, &help); !errors.Is(err, errHelp) {
+	if _, err := parseOpts("run", []string{"-h"}, &help); !errors.Is(err, errHelp) {
 		t.Fatalf("-h: got %v; want errHelp", err)
 	}
 	for _, want := range []string{"-kafka-sasl-password", "WALRELAY_KAFKA_SASL_PASSWORD", "-kafka-tls-ca-file", "-kafka-sasl-password-file"} {
@@ -238,10 +238,10 @@ func TestKafkaSecurityFlags(t *testing.T) {
 		t.Errorf("-h shows the password:\n%s", help.String())
 	}
 
-	for _, verb := range []string{"run", "check"} {
+	for _, verb := range [][]string{{"run", "--metrics-addr", ""}, {"check"}, {"dlq", "retry", "--all"}} {
 		var out, errOut bytes.Buffer
-		err := run(context.Background(), []string{verb, "--postgres-url", "postgres://walrelay@127.0.0.1:1/x", "--metrics-addr", "",
-			"--kafka-sasl-mechanism", "GSSAPI"}, &out, &errOut)
+		err := run(context.Background(), append(verb, "--postgres-url", "postgres://walrelay@127.0.0.1:1/x",
+			"--kafka-sasl-mechanism", "GSSAPI"), &out, &errOut)
 		if err == nil || !strings.Contains(err.Error(), "--kafka-sasl-mechanism") || exitCode(err) != 1 {
 			t.Errorf("walrelay %s with a bad mechanism: got %v; want an error naming --kafka-sasl-mechanism, exit code 1", verb, err)
 		}

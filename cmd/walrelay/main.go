@@ -51,8 +51,10 @@ Usage:
                               delete outbox rows older than the period that the slot has confirmed, in batches
   walrelay version            print the version
 
-Every flag has an environment variable: --slot is WALRELAY_SLOT, and so on.
-A flag on the command line wins over the variable. Run 'walrelay run -h' for the flags.
+Each verb has its own flags: run 'walrelay VERB -h' (or 'walrelay dlq list -h') for them.
+A flag has an environment variable, --slot is WALRELAY_SLOT, unless -h says
+"command line only" (what a destructive command acts on). A flag on the command line
+wins over its variable; a variable of a flag the verb does not have is ignored.
 `
 
 // run dispatches a verb. It is main without the process: testable.
@@ -64,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	verb, rest := args[0], args[1:]
 	switch verb {
 	case "run":
-		return runRelay(ctx, rest, stderr)
+		return runRelay(ctx, rest, stdout, stderr)
 	case "init":
 		return runInit(ctx, rest, stdout, stderr)
 	case "check":

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -31,12 +32,12 @@ func TestOptionsFromEnvironmentAndFlags(t *testing.T) {
 	t.Setenv("WALRELAY_STATUS_INTERVAL", "3s")
 	t.Setenv("WALRELAY_PUBLICATION", "pub_env")
 	var errOut bytes.Buffer
-	o, err := parseOptions("run", []string{"--publication", "pub_flag"}, &errOut)
+	o, err := parseOpts("run", []string{"--publication", "pub_flag"}, &errOut)
 	if err != nil {
 		t.Fatalf("parseOptions: %v\n%s", err, errOut.String())
 	}
-	if o.Slot != "from_env" || o.StatusInterval != 3*time.Second {
-		t.Errorf("slot %q, status interval %s; want the environment's from_env and 3s", o.Slot, o.StatusInterval)
+	if o.Slot.Slot != "from_env" || o.Slot.StatusInterval != 3*time.Second {
+		t.Errorf("slot %q, status interval %s; want the environment's from_env and 3s", o.Slot.Slot, o.Slot.StatusInterval)
 	}
 	if o.Publication != "pub_flag" {
 		t.Errorf("publication %q; want the flag to win over the environment", o.Publication)
@@ -45,10 +46,16 @@ func TestOptionsFromEnvironmentAndFlags(t *testing.T) {
 
 func TestBadEnvironmentValueIsAnError(t *testing.T) {
 	t.Setenv("WALRELAY_STATUS_INTERVAL", "often")
-	_, err := parseOptions("run", nil, &bytes.Buffer{})
+	_, err := parseOpts("run", nil, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "WALRELAY_STATUS_INTERVAL") {
 		t.Fatalf("err = %v; want one naming WALRELAY_STATUS_INTERVAL", err)
 	}
+}
+
+// parseOpts is parseOptions with -h and the errors written to out.
+func parseOpts(verb string, args []string, out io.Writer) (options, error) {
+	o, _, err := parseOptions(verb, args, out, out)
+	return o, err
 }
 
 func TestUsageErrors(t *testing.T) {

@@ -149,7 +149,7 @@ func TestPostgresFlagsFromEnvironment(t *testing.T) {
 	t.Setenv("WALRELAY_POSTGRES_SSLROOTCERT", "/etc/ca.pem")
 	t.Setenv("WALRELAY_POSTGRES_PASSWORD_FILE", "/run/secrets/pg")
 	var errOut bytes.Buffer
-	o, err := parseOptions("run", []string{"--postgres-sslcert", "/c.pem", "--postgres-sslkey", "/k.pem", "--postgres-sslrootcert", "/flag.pem"}, &errOut)
+	o, err := parseOpts("run", []string{"--postgres-sslcert", "/c.pem", "--postgres-sslkey", "/k.pem", "--postgres-sslrootcert", "/flag.pem"}, &errOut)
 	if err != nil {
 		t.Fatalf("parseOptions: %v\n%s", err, errOut.String())
 	}

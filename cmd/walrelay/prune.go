@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -15,23 +16,29 @@ import (
 // line. The slot not confirming in time is an error (exit 1), with nothing
 // deleted. SIGINT or SIGTERM stops it after the batch in progress.
 func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, log, ok, err := parseWithLogger("prune", args, stderr)
-	if !ok {
+	o, s, err := parseOptions("prune", args, stdout, stderr)
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// The usage first: a missing --retention is exit 2 before anything
+	// else is looked at.
+	if err := checkPruneUsage(o.Retention, stderr); err != nil {
+		return err
+	}
+	c, err := o.resolve(s)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(c.LogLevel, stderr)
+	if err != nil {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
-	if err := checkPruneUsage(o.Prune, stderr); err != nil {
-		return err
-	}
-	cfg, err := o.slotConfig()
-	if err != nil {
-		return err
-	}
-	rc, err := o.retentionConfig(cfg)
-	if err != nil {
-		return err
-	}
-	conn, err := slot.Connect(ctx, cfg)
+	rc := c.Retention
+	conn, err := slot.Connect(ctx, c.Slot)
 	if err != nil {
 		return oneLine(err)
 	}
@@ -49,11 +56,11 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // checkPruneUsage refuses a missing or tiny retention period before
 // connecting: exit 2.
-func checkPruneUsage(p pruneOptions, stderr io.Writer) error {
+func checkPruneUsage(p retention.Config, stderr io.Writer) error {
 	var problem string
 	switch {
 	case p.Retention <= 0:
-		problem = "--retention (WALRELAY_RETENTION) is required: how long to keep outbox rows, e.g. 168h"
+		problem = "--retention is required: how long to keep outbox rows, e.g. 168h"
 	case p.Retention < retention.MinRetention:
 		problem = fmt.Sprintf("--retention %s is under %s", p.Retention, retention.MinRetention)
 	case p.Batch < 1:
@@ -66,33 +73,6 @@ func checkPruneUsage(p pruneOptions, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "walrelay prune: %s\nRun 'walrelay prune -h' for the flags.\n", problem)
 	return errUsage
-}
-
-// retentionConfig is the pruner's configuration from the options. A zero
-// --prune-pause or --prune-wait means none (the package's zero means its
-// default).
-func (o options) retentionConfig(cfg slot.Config) (retention.Config, error) {
-	sc, err := o.schemaConfig()
-	if err != nil {
-		return retention.Config{}, err
-	}
-	rc := retention.Config{
-		Table:      sc.Table,
-		OccurredAt: sc.Columns.OccurredAt,
-		Slot:       cfg.Slot,
-		Retention:  o.Prune.Retention,
-		Batch:      o.Prune.Batch,
-		Pause:      o.Prune.Pause,
-		Wait:       o.Prune.Wait,
-		DryRun:     o.Prune.DryRun,
-	}
-	if rc.Pause == 0 {
-		rc.Pause = -1
-	}
-	if rc.Wait == 0 {
-		rc.Wait = -1
-	}
-	return rc, nil
 }
 
 // pruneSummary is the line prune prints: what went, from where, up to

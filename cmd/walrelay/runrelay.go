@@ -28,8 +28,8 @@ import (
 // startCheckTimeout bounds the start-up checks of PostgreSQL and Kafka.
 const startCheckTimeout = 30 * time.Second
 
-func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
-	o, log, ok, err := parseWithLogger("run", args, stderr)
+func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, log, ok, err := parseWithLogger("run", args, stdout, stderr)
 	if !ok {
 		return err
 	}
@@ -37,57 +37,60 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 	if discarding {
 		log.Warn("discarding build: messages are NOT published (built with -tags walrelay_discard, for benchmarks only)")
 	}
-	memLimit, memLimitSet := applyMemoryLimit(os.Getenv, o.MaxInFlightBytes)
-	sc, err := o.slotConfig()
-	if err != nil {
-		return err
-	}
-	if err := warnPostgresTLS(log, sc.ConnString); err != nil {
+	memLimit, memLimitSet := applyMemoryLimit(os.Getenv, c.Sink.MaxInFlightBytes)
+	if err := warnPostgresTLS(log, c.Slot.ConnString); err != nil {
 		return err
 	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo())
-	elector, err := o.elector(log, reg)
+	// One walrelay publishes per slot; the others wait as standbys and take
+	// over when it goes.
+	elector, err := leader.New(c.Leader, log, reg)
 	if err != nil {
 		return err
 	}
 	// A few connections for the dead-letter table: the sink parks from its
 	// partitions' goroutines.
-	pool, err := slot.OpenPool(sc, 4)
+	pool, err := slot.OpenPool(c.Slot, 4)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	store, err := o.deadLetters(pool)
+	store, err := dlq.New(pool, c.Schema.DeadLetterTable())
 	if err != nil {
 		return err
 	}
-	r, sinkCfg, err := o.buildRelay(log, reg, elector.Check, store)
+	sinkCfg := c.Sink
+	sinkCfg.Metrics = sink.NewMetrics(reg)
+	sinkCfg.Guard = elector.Check
+	r, err := buildRelay(c, sinkCfg, log, reg, store)
 	if err != nil {
 		return err
 	}
 	if w := kafkaSecurityWarning(sinkCfg.TLS, sinkCfg.SASL); w != "" {
 		log.Warn(w)
 	}
-	mon, err := o.monitor(log, reg, r)
+	// The monitor reads the slot's figures for the metrics and the stall
+	// watchdog and, while r streams, writes heartbeats.
+	mon, err := slot.NewMonitor(c.Monitor, log, reg, r)
 	if err != nil {
 		return err
 	}
-	if err := o.preflight(ctx, log, sinkCfg, store); err != nil {
+	if err := preflight(ctx, c, log, sinkCfg, store); err != nil {
 		return err
 	}
 	var ln net.Listener
-	if o.MetricsAddr != "" {
-		if ln, err = net.Listen("tcp", o.MetricsAddr); err != nil {
-			return fmt.Errorf("listen for metrics on %s: %w", o.MetricsAddr, err)
+	if c.Metrics != "" {
+		if ln, err = net.Listen("tcp", c.Metrics); err != nil {
+			return fmt.Errorf("listen for metrics on %s: %w", c.Metrics, err)
 		}
 	}
-	log.Info("walrelay starting", zap.String("version", version()), zap.String("slot", o.Slot),
-		zap.String("publication", o.Publication), zap.String("table", o.Table), zap.Strings("kafka_brokers", o.brokers()),
+	log.Info("walrelay starting", zap.String("version", version()), zap.String("slot", c.Slot.Slot),
+		zap.String("publication", c.Slot.Publication), zap.Stringer("table", c.Slot.Table), zap.Strings("kafka_brokers", sinkCfg.Brokers),
 		zap.Bool("kafka_tls", sinkCfg.TLS != nil), zap.String("kafka_sasl", saslName(sinkCfg.SASL)),
-		zap.String("metrics_addr", o.MetricsAddr), zap.String("memory_limit", memoryLimitField(memLimit)),
+		zap.String("metrics_addr", c.Metrics), zap.String("memory_limit", memoryLimitField(memLimit)),
 		zap.Bool("memory_limit_default", memLimitSet))
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -110,32 +113,21 @@ func runRelay(ctx context.Context, args []string, stderr io.Writer) error {
 
 // buildRelay wires a relay whose sessions each get a new stream, decoder
 // and sink; the metrics are made once and shared by the sessions.
-// guard is the leader's lease check: the sink calls it before every batch.
 // Under --on-bad-message park, the sink and the relay park into store; under
 // halt nothing is parked, but the aggregates parked earlier stay blocked.
-func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard func() error, store *dlq.Store) (*relay.Relay, sink.Config, error) {
-	sc, err := o.slotConfig()
-	if err != nil {
-		return nil, sink.Config{}, err
-	}
-	decCfg := decoder.Config{Table: sc.Table, Columns: o.Columns}
+func buildRelay(c config, sinkCfg sink.Config, log *zap.Logger, reg prometheus.Registerer, store *dlq.Store) (*relay.Relay, error) {
+	decCfg := decoder.Config{Table: c.Slot.Table, Columns: c.Schema.Columns}
 	if _, err := decoder.New(decCfg); err != nil {
-		return nil, sink.Config{}, err
+		return nil, err
 	}
-	sinkCfg, err := o.sinkConfig()
-	if err != nil {
-		return nil, sink.Config{}, err
-	}
-	sinkMetrics := sink.NewMetrics(reg)
-	sinkCfg.Metrics = sinkMetrics
-	sinkCfg.Guard = guard
-	relayCfg := relay.Config{ShutdownTimeout: o.ShutdownTimeout, Registerer: reg}
-	if o.OnBadMessage == "park" {
+	relayCfg := c.Relay
+	relayCfg.Registerer = reg
+	if c.Park {
 		sinkCfg.Park = store.Park
 		relayCfg.Park = func(ctx context.Context, dl schema.DeadLetter) (bool, error) {
 			parked, err := store.Park(ctx, dl)
 			if err == nil {
-				sinkMetrics.ParkedBadRow()
+				sinkCfg.Metrics.ParkedBadRow()
 			}
 			return parked, err
 		}
@@ -143,6 +135,7 @@ func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard fu
 	// The relay streams only as the leader, so whoever else holds the slot
 	// is a stale leader: take the slot over rather than wait out its
 	// wal_sender_timeout.
+	sc := c.Slot
 	sc.TakeOver = true
 	slotMetrics := slot.NewMetrics(reg)
 	factory := func(ctx context.Context, ack func(uint64)) (relay.Parts, error) {
@@ -166,82 +159,15 @@ func (o options) buildRelay(log *zap.Logger, reg prometheus.Registerer, guard fu
 		}
 		return relay.Parts{Stream: stream, Decoder: dec, Publisher: pub}, nil
 	}
-	return relay.New(relayCfg, log, factory), sinkCfg, nil
-}
-
-// deadLetters is the store of the dead-letter table, over db.
-func (o options) deadLetters(db dlq.DB) (*dlq.Store, error) {
-	sc, err := o.schemaConfig()
-	if err != nil {
-		return nil, err
-	}
-	return dlq.New(db, sc.DeadLetterTable())
-}
-
-// sinkConfig is the Kafka side as the flags set it, TLS and SASL included,
-// for the relay, `walrelay check` and `walrelay dlq retry`.
-func (o options) sinkConfig() (sink.Config, error) {
-	tc, mech, err := o.kafkaSecurity()
-	if err != nil {
-		return sink.Config{}, err
-	}
-	return sink.Config{
-		Brokers:             o.brokers(),
-		TopicTemplate:       o.TopicTemplate,
-		Source:              o.CESource,
-		Linger:              o.KafkaLinger,
-		MaxInFlightMessages: o.MaxInFlightMessages,
-		MaxInFlightBytes:    o.MaxInFlightBytes,
-		MaxPayloadBytes:     o.MaxPayloadBytes,
-		NoCreateTopics:      !o.KafkaCreateTopics,
-		RetryBackoffMin:     o.KafkaRetryMin,
-		RetryBackoffMax:     o.KafkaRetryMax,
-		TLS:                 tc,
-		SASL:                mech,
-	}, nil
-}
-
-// monitor reads the slot's figures for the metrics and the stall watchdog
-// and, while r streams, writes heartbeats.
-func (o options) monitor(log *zap.Logger, reg prometheus.Registerer, r *relay.Relay) (*slot.Monitor, error) {
-	sc, err := o.slotConfig()
-	if err != nil {
-		return nil, err
-	}
-	return slot.NewMonitor(slot.MonitorConfig{
-		Config:            sc,
-		PollInterval:      o.SlotPollInterval,
-		HeartbeatInterval: o.HeartbeatInterval,
-		StallThreshold:    o.StallThreshold,
-	}, log, reg, r)
-}
-
-// elector campaigns for the slot: one walrelay publishes per slot, the
-// others wait as standbys and take over when it goes.
-func (o options) elector(log *zap.Logger, reg prometheus.Registerer) (*leader.Elector, error) {
-	conn, err := o.postgresConnString()
-	if err != nil {
-		return nil, err
-	}
-	return leader.New(leader.Config{
-		ConnString:    conn,
-		Slot:          o.Slot,
-		RetryInterval: o.LeaderRetry,
-		CheckInterval: o.LeaderCheck,
-		LeaseTimeout:  o.LeaderLease,
-	}, log, reg)
+	return relay.New(relayCfg, log, factory), nil
 }
 
 // preflight fails fast, before any waiting for leadership, on what no
 // retry can mend: PostgreSQL unreachable or not set up, Kafka unreachable.
-func (o options) preflight(ctx context.Context, log *zap.Logger, sinkCfg sink.Config, store *dlq.Store) error {
-	sc, err := o.slotConfig()
-	if err != nil {
-		return err
-	}
+func preflight(ctx context.Context, c config, log *zap.Logger, sinkCfg sink.Config, store *dlq.Store) error {
 	checkCtx, cancel := context.WithTimeout(ctx, startCheckTimeout)
 	defer cancel()
-	if _, err := slot.Preflight(checkCtx, sc, log); err != nil {
+	if _, err := slot.Preflight(checkCtx, c.Slot, log); err != nil {
 		return err
 	}
 	if err := store.Ready(checkCtx); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"regexp"
 	"strings"
 )
@@ -22,19 +21,6 @@ func (s *secretValue) String() string {
 		return ""
 	}
 	return s.show(*s.p)
-}
-
-// secret binds a flag holding a password: its variable sets it, and neither
-// the variable's value nor the flag's is shown anywhere.
-func (f *flags) secret(p *string, name, help string) {
-	f.secretShown(p, name, help, nil)
-}
-
-// secretShown binds a flag whose value may hold a secret: -h shows it as
-// show makes it (for a URL, without its password).
-func (f *flags) secretShown(p *string, name, help string, show func(string) string) {
-	*p = os.Getenv(envName(name))
-	f.fs.Var(&secretValue{p: p, show: show}, name, help+" ("+envName(name)+")")
 }
 
 // redactedPassword replaces a password wherever walrelay shows a connection

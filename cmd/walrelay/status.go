@@ -21,19 +21,15 @@ const statusTimeout = 30 * time.Second
 // table or as JSON. A missing slot or publication is a reading (exit 0); a
 // server it cannot read is an error (exit 1).
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, ok, err := parse("status", args, stderr)
+	c, ok, err := parseConfig("status", args, stdout, stderr)
 	if !ok {
 		return err
 	}
-	cfg, err := o.slotConfig()
-	if err != nil {
-		return err
-	}
-	r, err := readStatus(ctx, cfg)
+	r, err := readStatus(ctx, c.Slot)
 	if err != nil {
 		return oneLine(err)
 	}
-	if o.JSON {
+	if c.JSON {
 		return writeStatusJSON(stdout, r)
 	}
 	return writeStatusTable(stdout, r)

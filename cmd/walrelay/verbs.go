@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -12,9 +11,6 @@ import (
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
 )
-
-// errHelp is returned by parseOptions after -h printed the flags.
-var errHelp = errors.New("help")
 
 // buildVersion is set at link time: -ldflags "-X main.buildVersion=v1.2.3".
 var buildVersion = ""
@@ -29,43 +25,32 @@ func version() string {
 	return "dev"
 }
 
-// options parses args and turns -h into a clean exit.
-func parse(verb string, args []string, stderr io.Writer) (options, bool, error) {
-	o, err := parseOptions(verb, args, stderr)
-	if errors.Is(err, errHelp) {
-		return o, false, nil
-	}
-	return o, err == nil, err
-}
-
-// parseWithLogger parses args and builds the logger they ask for.
-func parseWithLogger(verb string, args []string, stderr io.Writer) (options, *zap.Logger, bool, error) {
-	o, ok, err := parse(verb, args, stderr)
+// parseWithLogger parses and resolves args and builds the logger they ask
+// for.
+func parseWithLogger(verb string, args []string, stdout, stderr io.Writer) (config, *zap.Logger, bool, error) {
+	c, ok, err := parseConfig(verb, args, stdout, stderr)
 	if !ok {
-		return o, nil, false, err
+		return c, nil, false, err
 	}
-	log, err := newLogger(o.LogLevel, stderr)
+	log, err := newLogger(c.LogLevel, stderr)
 	if err != nil {
-		return o, nil, false, err
+		return c, nil, false, err
 	}
-	return o, log, true, nil
+	return c, log, true, nil
 }
 
 func runSchema(args []string, stdout, stderr io.Writer) error {
-	o, ok, err := parse("schema", args, stderr)
+	c, ok, err := parseConfig("schema", args, stdout, stderr)
 	if !ok {
 		return err
 	}
-	sc, err := o.schemaConfig()
-	if err != nil {
-		return err
-	}
+	sc := c.Schema
 	ddl, err := schema.DDL(sc)
 	if err != nil {
 		return err
 	}
-	if o.GrantTo != "" {
-		grants, err := schema.GrantsSQL(sc, o.GrantTo)
+	if c.GrantTo != "" {
+		grants, err := schema.GrantsSQL(sc, c.GrantTo)
 		if err != nil {
 			return fmt.Errorf("--grant-to: %w", err)
 		}
@@ -76,20 +61,17 @@ func runSchema(args []string, stdout, stderr io.Writer) error {
 }
 
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, log, ok, err := parseWithLogger("init", args, stderr)
+	c, log, ok, err := parseWithLogger("init", args, stdout, stderr)
 	if !ok {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
-	cfg, err := o.slotConfig()
-	if err != nil {
-		return err
-	}
+	cfg := c.Slot
 	info, err := slot.Init(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	dl, err := ensureDeadLetters(ctx, o)
+	dl, err := ensureDeadLetters(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -98,22 +80,3 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-func (o options) slotConfig() (slot.Config, error) {
-	sc, err := o.schemaConfig()
-	if err != nil {
-		return slot.Config{}, err
-	}
-	conn, err := o.postgresConnString()
-	if err != nil {
-		return slot.Config{}, err
-	}
-	return slot.Config{
-		ConnString:      conn,
-		Slot:            o.Slot,
-		Publication:     sc.Publication,
-		Table:           sc.Table,
-		StatusInterval:  o.StatusInterval,
-		ConfirmInterval: o.ConfirmInterval,
-		MaxMessageBytes: o.MaxWALMessageBytes,
-	}, nil
-}

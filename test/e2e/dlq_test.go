@@ -151,8 +151,7 @@ func runDLQ(t *testing.T, f *harness.Fixture, sub string, extra ...string) (stri
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	args := append([]string{"dlq", sub}, f.Args("dlq", extra...)[1:]...)
-	cmd := exec.CommandContext(ctx, harness.Binary, args...)
+	cmd := f.Command(ctx, nil, append([]string{"dlq", sub}, extra...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

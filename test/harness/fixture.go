@@ -92,19 +92,28 @@ func NewOn(t *testing.T, brokers string, aggregateTypes ...string) *Fixture {
 
 func (f *Fixture) Topic(aggregateType string) string { return f.TopicPrefix + "." + aggregateType }
 
-// args are the flags every walrelay command of this fixture gets.
-func (f *Fixture) Args(verb string, extra ...string) []string {
-	a := []string{verb,
-		"--postgres-url", f.RelayURL,
-		"--kafka-brokers", f.Brokers,
-		"--table", "public." + f.Table,
-		"--publication", f.Publication,
-		"--slot", f.Slot,
-		"--topic-template", f.TopicPrefix + ".{aggregate_type}",
-		"--metrics-addr", "",
-		"--status-interval", "1s",
+// Env is the fixture's settings as the WALRELAY_* variables of the
+// flags: each verb reads the variables of the flags it has and ignores
+// the others, as it does for users. Flags given to a command win.
+func (f *Fixture) Env() []string {
+	return []string{
+		"WALRELAY_POSTGRES_URL=" + f.RelayURL,
+		"WALRELAY_KAFKA_BROKERS=" + f.Brokers,
+		"WALRELAY_TABLE=public." + f.Table,
+		"WALRELAY_PUBLICATION=" + f.Publication,
+		"WALRELAY_SLOT=" + f.Slot,
+		"WALRELAY_TOPIC_TEMPLATE=" + f.TopicPrefix + ".{aggregate_type}",
+		"WALRELAY_METRICS_ADDR=",
+		"WALRELAY_STATUS_INTERVAL=1s",
 	}
-	return append(a, extra...)
+}
+
+// Command is walrelay with args, in the test's environment with the
+// fixture's settings (Env) and then env on top.
+func (f *Fixture) Command(ctx context.Context, env []string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, Binary, args...)
+	cmd.Env = append(append(os.Environ(), f.Env()...), env...)
+	return cmd
 }
 
 // walrelay runs a command to completion and returns stdout, stderr and its
@@ -113,7 +122,7 @@ func (f *Fixture) Walrelay(verb string, extra ...string) (string, string, int) {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, Binary, f.Args(verb, extra...)...)
+	cmd := f.Command(ctx, nil, append([]string{verb}, extra...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -162,8 +171,7 @@ func (f *Fixture) Run(extra ...string) *Relay {
 func (f *Fixture) RunEnv(env []string, extra ...string) *Relay {
 	f.t.Helper()
 	r := &Relay{t: f.t, Stderr: &syncBuffer{}, done: make(chan struct{})}
-	r.Cmd = exec.Command(Binary, f.Args("run", extra...)...)
-	r.Cmd.Env = append(os.Environ(), env...)
+	r.Cmd = f.Command(context.Background(), env, append([]string{"run"}, extra...)...)
 	r.Cmd.Stdout, r.Cmd.Stderr = r.Stderr, r.Stderr
 	if err := r.Cmd.Start(); err != nil {
 		f.t.Fatalf("start walrelay run: %v", err)

@@ -1,0 +1,456 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/walrelay/walrelay/leader"
+	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/retention"
+	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/sink"
+	"github.com/walrelay/walrelay/slot"
+)
+
+// options are what a verb's flags set. The tunables are fields of the
+// packages' own configurations, which start at those packages' defaults;
+// the rest are what the command line says as written (a URL, a table name,
+// file names), which resolve turns into configurations once.
+type options struct {
+	PostgresURL     string
+	Postgres        postgresOptions
+	KafkaBrokers    string
+	Table           string
+	Publication     string
+	DeadLetterTable string
+	Columns         schema.Columns
+	GrantTo         string
+	OnBadMessage    string
+	CreateTopics    bool // --kafka-create-topics: sink.Config says it the other way round
+	MetricsAddr     string
+	LogLevel        string
+	JSON            bool
+
+	Slot      slot.Config        // Slot, StatusInterval, ConfirmInterval, MaxMessageBytes
+	Monitor   slot.MonitorConfig // PollInterval, HeartbeatInterval, StallThreshold
+	Leader    leader.Config      // RetryInterval, CheckInterval, LeaseTimeout
+	Relay     relay.Config       // ShutdownTimeout
+	Sink      sink.Config        // TopicTemplate, Source, Linger, in-flight and payload bounds, retry backoff
+	Retention retention.Config   // Retention, Batch, Pause, Wait, DryRun
+
+	DLQ dlqOptions
+	// The flags of TLS and SASL towards Kafka (kafkasec.go).
+	kafkaSecurityOptions
+}
+
+// postgresOptions are the TLS and password flags that amend --postgres-url
+// (see postgresConnString). Empty means unset: the URL's own setting, or
+// libpq's variable (PGSSLMODE, PGPASSWORD, ...), stays in effect.
+type postgresOptions struct {
+	SSLMode      string
+	SSLRootCert  string
+	SSLCert      string
+	SSLKey       string
+	PasswordFile string
+}
+
+// dlqOptions select and filter dead letters for `walrelay dlq`.
+type dlqOptions struct {
+	MessageID     string
+	Position      string
+	Aggregate     string
+	AggregateType string
+	Type          string
+	Reason        string
+	OlderThan     time.Duration
+	NewerThan     time.Duration
+	Status        string
+	Limit         int
+	All           bool
+}
+
+// defaultHeartbeat is how often `walrelay run` writes a heartbeat into the
+// WAL unless told otherwise; the package's zero writes none.
+const defaultHeartbeat = 10 * time.Second
+
+// defaultOptions are the options before any flag or variable: each
+// package's defaults, and the command line's own for the rest.
+func defaultOptions() options {
+	sc := schema.DefaultConfig()
+	sk := sink.Defaults()
+	mon := slot.MonitorDefaults()
+	mon.HeartbeatInterval = defaultHeartbeat
+	return options{
+		KafkaBrokers: "localhost:9092",
+		Table:        sc.Table.String(),
+		Publication:  sc.Publication,
+		Columns:      sc.Columns,
+		OnBadMessage: "park",
+		CreateTopics: !sk.NoCreateTopics,
+		MetricsAddr:  "127.0.0.1:9187",
+		LogLevel:     "info",
+		Slot:         slot.Defaults(),
+		Monitor:      mon,
+		Leader:       leader.Defaults(),
+		Relay:        relay.Defaults(),
+		Sink:         sk,
+		Retention:    retention.Defaults(),
+		DLQ:          dlqOptions{Status: "parked", Limit: 1000},
+	}
+}
+
+// The verbs and their flags, by group. A verb has a flag only where it
+// uses it.
+var verbFlags = map[string]func(s *flagSet, o *options){
+	"schema": func(s *flagSet, o *options) {
+		outboxFlags(s, o, true)
+		columnFlags(s, o)
+		s.group("Privileges")
+		s.str(&o.GrantTo, "grant-to", "also print the GRANTs the role walrelay runs as needs on these tables (see docs/SECURITY.md)")
+	},
+	"init": func(s *flagSet, o *options) {
+		postgresFlags(s, o)
+		outboxFlags(s, o, true)
+		slotFlag(s, o)
+		logFlag(s, o)
+	},
+	"check": func(s *flagSet, o *options) {
+		postgresFlags(s, o)
+		outboxFlags(s, o, true)
+		columnFlags(s, o)
+		slotFlag(s, o)
+		kafkaFlags(s, o)
+		topicFlags(s, o)
+		jsonFlag(s, o, "print JSON instead of a table")
+	},
+	"status": func(s *flagSet, o *options) {
+		postgresFlags(s, o)
+		outboxFlags(s, o, false)
+		slotFlag(s, o)
+		jsonFlag(s, o, "print JSON instead of a table")
+	},
+	"run": func(s *flagSet, o *options) {
+		postgresFlags(s, o)
+		outboxFlags(s, o, true)
+		columnFlags(s, o)
+		slotFlag(s, o)
+		kafkaFlags(s, o)
+		topicFlags(s, o)
+		producerFlags(s, o)
+		relayFlags(s, o)
+		leaderFlags(s, o)
+		s.group("Operations")
+		s.str(&o.MetricsAddr, "metrics-addr", "listen address for /metrics, /healthz and /readyz; empty disables")
+		s.str(&o.LogLevel, "log-level", "debug, info, warn or error")
+	},
+	"dlq list": func(s *flagSet, o *options) {
+		postgresFlags(s, o)
+		deadLetterFlags(s, o)
+		s.group("Which dead letters")
+		s.str(&o.DLQ.Aggregate, "aggregate", "only the messages of one aggregate, TYPE/ID")
+		s.str(&o.DLQ.AggregateType, "aggregate-type", "only this aggregate type")
+		s.str(&o.DLQ.Type, "type", "only this message type")
+		s.str(&o.DLQ.Reason, "reason", "only reasons containing this text")
+		s.dur(&o.DLQ.OlderThan, "older-than", "only rows parked longer ago than this")
+		s.dur(&o.DLQ.NewerThan, "newer-than", "only rows parked more recently than this")
+		s.str(&o.DLQ.Status, "status", "parked or discarded")
+		s.int(&o.DLQ.Limit, "limit", "at most this many rows")
+		s.flagOnly("aggregate", "aggregate-type", "type", "reason", "older-than", "newer-than", "status", "limit")
+		jsonFlag(s, o, "print JSON instead of a table")
+	},
+	"dlq retry": func(s *flagSet, o *options) {
+		postgresFlags(s, o)
+		deadLetterFlags(s, o)
+		kafkaFlags(s, o)
+		topicFlags(s, o)
+		producerFlags(s, o)
+		selectorFlags(s, o)
+		logFlag(s, o)
+	},
+	"dlq discard": func(s *flagSet, o *options) {
+		postgresFlags(s, o)
+		deadLetterFlags(s, o)
+		selectorFlags(s, o)
+		s.group("Audit")
+		s.str(&o.DLQ.Reason, "reason", "why they are given up (required, kept with them for audit)")
+		s.flagOnly("reason")
+	},
+	"prune": func(s *flagSet, o *options) {
+		postgresFlags(s, o)
+		s.group("Outbox table")
+		s.str(&o.Table, "table", "outbox table, schema-qualified")
+		s.str(&o.Columns.OccurredAt, "column-occurred-at", "column holding the event time, which --retention counts from")
+		slotFlag(s, o)
+		s.group("Pruning")
+		s.dur(&o.Retention.Retention, "retention", "keep outbox rows this long after their occurred_at, e.g. 168h (required, at least 1m)")
+		s.int(&o.Retention.Batch, "prune-batch", "rows deleted per batch, each batch its own transaction")
+		s.dur(&o.Retention.Pause, "prune-pause", "pause between batches; 0 for none")
+		s.dur(&o.Retention.Wait, "prune-wait", "how long to wait for the slot to confirm the current WAL position before giving up (deleting nothing); 0 for not at all")
+		s.boolean(&o.Retention.DryRun, "dry-run", "count the rows that would be deleted, delete nothing")
+		// What is deleted is said on the command line, never by a
+		// variable left in the environment.
+		s.flagOnly("retention", "dry-run")
+		logFlag(s, o)
+	},
+}
+
+// verbNames are the verbs with flags, sorted.
+func verbNames() []string {
+	return []string{"check", "dlq discard", "dlq list", "dlq retry", "init", "prune", "run", "schema", "status"}
+}
+
+// bindVerb binds the flags of verb to o.
+func bindVerb(verb string, s *flagSet, o *options) { verbFlags[verb](s, o) }
+
+// parseOptions reads the variables and the command line of verb: errHelp
+// after -h, errUsage after a usage error (both printed).
+func parseOptions(verb string, args []string, stdout, stderr io.Writer) (options, *flagSet, error) {
+	o := defaultOptions()
+	s := newFlagSet("walrelay " + verb)
+	bindVerb(verb, s, &o)
+	return o, s, s.parse(args, lookupEnv, stdout, stderr)
+}
+
+func postgresFlags(s *flagSet, o *options) {
+	s.group("PostgreSQL connection")
+	s.secret(&o.PostgresURL, "postgres-url", "PostgreSQL URL of the database holding the outbox table, e.g. postgres://user@host:5432/db?sslmode=verify-full (its password is never shown)", redactConnString)
+	p := &o.Postgres
+	s.str(&p.SSLMode, "postgres-sslmode", "sslmode: disable, allow, prefer, require, verify-ca or verify-full (only verify-full checks that the server is the one named); overrides the URL's")
+	s.str(&p.SSLRootCert, "postgres-sslrootcert", "file of the CA certificates that sign the server's certificate, or system; overrides the URL's")
+	s.str(&p.SSLCert, "postgres-sslcert", "client certificate file, for the server's cert authentication; overrides the URL's")
+	s.str(&p.SSLKey, "postgres-sslkey", "private key file of --postgres-sslcert; overrides the URL's")
+	s.str(&p.PasswordFile, "postgres-password-file", "file holding the password (one trailing newline is dropped); overrides the URL's")
+}
+
+// outboxFlags are the names of the outbox contract; status reads no
+// dead-letter table.
+func outboxFlags(s *flagSet, o *options, deadLetters bool) {
+	s.group("Outbox")
+	s.str(&o.Table, "table", "outbox table, schema-qualified")
+	s.str(&o.Publication, "publication", "publication covering the outbox table")
+	if deadLetters {
+		s.str(&o.DeadLetterTable, "dead-letter-table", "dead-letter table, schema-qualified (default: the outbox table's name with _dead_letters)")
+	}
+}
+
+// deadLetterFlags name the dead-letter table, by itself or from the outbox
+// table's name.
+func deadLetterFlags(s *flagSet, o *options) {
+	s.group("Dead-letter table")
+	s.str(&o.Table, "table", "outbox table, schema-qualified")
+	s.str(&o.DeadLetterTable, "dead-letter-table", "dead-letter table, schema-qualified (default: the outbox table's name with _dead_letters)")
+}
+
+func columnFlags(s *flagSet, o *options) {
+	s.group("Outbox columns (for an existing table with other names)")
+	c := &o.Columns
+	s.str(&c.MessageID, "column-message-id", "column holding the message id (uuid)")
+	s.str(&c.AggregateType, "column-aggregate-type", "column holding the aggregate type")
+	s.str(&c.AggregateID, "column-aggregate-id", "column holding the aggregate id (the Kafka key)")
+	s.str(&c.AggregateVersion, "column-aggregate-version", "column holding the aggregate version")
+	s.str(&c.Type, "column-type", "column holding the message type")
+	s.str(&c.Payload, "column-payload", "column holding the payload (the Kafka value)")
+	s.str(&c.Headers, "column-headers", "column holding extra headers (jsonb)")
+	s.str(&c.OccurredAt, "column-occurred-at", "column holding the event time")
+	s.str(&c.Topic, "column-topic", "column holding an explicit topic")
+}
+
+func slotFlag(s *flagSet, o *options) {
+	s.group("Replication slot")
+	s.str(&o.Slot.Slot, "slot", "logical replication slot")
+}
+
+func kafkaFlags(s *flagSet, o *options) {
+	s.group("Kafka connection")
+	s.str(&o.KafkaBrokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers")
+	kafkaSecurityFlags(s, &o.kafkaSecurityOptions)
+}
+
+func topicFlags(s *flagSet, o *options) {
+	s.group("Topics")
+	s.str(&o.Sink.TopicTemplate, "topic-template", "Kafka topic for rows without a topic; {aggregate_type} and {type} are replaced")
+	s.boolean(&o.CreateTopics, "kafka-create-topics", "ask the broker to create a missing topic (when its auto.create.topics.enable allows); false: a missing topic is a bad message")
+}
+
+func producerFlags(s *flagSet, o *options) {
+	s.group("Kafka producer")
+	k := &o.Sink
+	s.str(&k.Source, "ce-source", "CloudEvents source (ce_source header)")
+	s.dur(&k.Linger, "kafka-linger", "how long a partition batch waits to fill")
+	s.int(&k.MaxInFlightMessages, "max-in-flight-messages", "messages handed to Kafka but not yet acknowledged, at most")
+	s.int(&k.MaxInFlightBytes, "max-in-flight-bytes", "bytes handed to Kafka but not yet acknowledged, at most")
+	s.int(&k.MaxPayloadBytes, "max-payload-bytes", "largest payload walrelay sends to Kafka; a larger one is a bad message (keep it below the topics' max.message.bytes)")
+	s.dur(&k.RetryBackoffMin, "kafka-retry-backoff-min", "first delay before a produce is retried after a transient error; it doubles per attempt, with full jitter")
+	s.dur(&k.RetryBackoffMax, "kafka-retry-backoff-max", "longest delay between produce retries (transient errors are retried for as long as it takes)")
+}
+
+func relayFlags(s *flagSet, o *options) {
+	s.group("Relay")
+	s.dur(&o.Slot.StatusInterval, "status-interval", "how often the confirmed position is sent to PostgreSQL; keep well under wal_sender_timeout")
+	s.dur(&o.Slot.ConfirmInterval, "confirm-interval", "how soon a newly acknowledged position is confirmed to PostgreSQL (bounds what a crash replays)")
+	s.int(&o.Slot.MaxMessageBytes, "max-wal-message-bytes", "largest replication message (one row) walrelay reads; bounds the memory one huge row can take")
+	s.str(&o.OnBadMessage, "on-bad-message", "what to do with a row Kafka refuses or that cannot be decoded: park (into the dead-letter table, later rows of its aggregate behind it) or halt (stop before it)")
+	s.dur(&o.Relay.ShutdownTimeout, "shutdown-timeout", "how long in-flight Kafka writes may finish after SIGTERM")
+	s.dur(&o.Monitor.HeartbeatInterval, "heartbeat-interval", "how often the leader writes a heartbeat into the WAL (pg_logical_emit_message) so the slot moves while the outbox is idle; 0 disables")
+	s.dur(&o.Monitor.PollInterval, "slot-poll-interval", "how often the slot's figures are read from pg_replication_slots for the metrics")
+	s.dur(&o.Monitor.StallThreshold, "stall-threshold", "how long the WAL may move on while the confirmed position does not, with nothing in flight, before walrelay reports a stall")
+}
+
+func leaderFlags(s *flagSet, o *options) {
+	s.group("Leadership (one walrelay publishes per slot; the others wait)")
+	s.dur(&o.Leader.RetryInterval, "leader-retry-interval", "how often a standby tries to become the leader")
+	s.dur(&o.Leader.CheckInterval, "leader-check-interval", "how often the leader proves its lock on PostgreSQL")
+	s.dur(&o.Leader.LeaseTimeout, "leader-lease", "how long after its last proof the leader may still publish")
+}
+
+// selectorFlags say which parked messages retry or discard act on. They
+// are flag-only: a variable left in the environment must never widen what
+// a destructive command touches.
+func selectorFlags(s *flagSet, o *options) {
+	s.group("Which parked messages (exactly one)")
+	s.str(&o.DLQ.MessageID, "message-id", "the parked message with this message id (a UUID)")
+	s.str(&o.DLQ.Position, "position", "the parked row at this position, LSN#SEQ as dlq list prints it (for a row without a message id)")
+	s.str(&o.DLQ.Aggregate, "aggregate", "the parked messages of one aggregate, TYPE/ID")
+	s.boolean(&o.DLQ.All, "all", "every parked message")
+	s.flagOnly("message-id", "position", "aggregate", "all")
+}
+
+func logFlag(s *flagSet, o *options) {
+	s.group("Operations")
+	s.str(&o.LogLevel, "log-level", "debug, info, warn or error")
+}
+
+func jsonFlag(s *flagSet, o *options, help string) {
+	s.group("Output")
+	s.boolean(&o.JSON, "json", help)
+}
+
+// config is a verb's options resolved, once: the configurations the
+// packages take, checked, with the connection string built (and its
+// password file read) one time.
+type config struct {
+	Schema    schema.Config
+	Slot      slot.Config
+	Monitor   slot.MonitorConfig
+	Leader    leader.Config
+	Relay     relay.Config
+	Sink      sink.Config
+	Retention retention.Config
+	DLQ       dlqOptions
+	Park      bool // --on-bad-message park
+	GrantTo   string
+	LogLevel  string
+	Metrics   string // --metrics-addr
+	JSON      bool
+}
+
+// resolve turns the options of the verb s parsed into its config. Only the
+// parts the verb has flags for are resolved: `walrelay schema` needs no
+// PostgreSQL URL, and no Kafka flag of another verb is read.
+func (o options) resolve(s *flagSet) (config, error) {
+	c := config{DLQ: o.DLQ, GrantTo: o.GrantTo, LogLevel: o.LogLevel, Metrics: o.MetricsAddr, JSON: o.JSON}
+	var err error
+	if c.Schema, err = o.schemaConfig(); err != nil {
+		return config{}, err
+	}
+	if s.has("on-bad-message") {
+		if o.OnBadMessage != "park" && o.OnBadMessage != "halt" {
+			return config{}, fmt.Errorf("--on-bad-message (WALRELAY_ON_BAD_MESSAGE) is %q; want park or halt", o.OnBadMessage)
+		}
+		c.Park = o.OnBadMessage == "park"
+	}
+	if s.has("postgres-url") {
+		conn, err := o.postgresConnString()
+		if err != nil {
+			return config{}, err
+		}
+		c.Slot = o.Slot
+		c.Slot.ConnString, c.Slot.Table, c.Slot.Publication = conn, c.Schema.Table, c.Schema.Publication
+		if err := schema.ValidateSlotName(c.Slot.Slot); err != nil {
+			return config{}, err
+		}
+		c.Monitor = o.Monitor
+		c.Monitor.Config = c.Slot
+		c.Leader = o.Leader
+		c.Leader.ConnString, c.Leader.Slot = conn, c.Slot.Slot
+	}
+	if s.has("kafka-brokers") {
+		if c.Sink, err = o.sinkConfig(); err != nil {
+			return config{}, err
+		}
+	}
+	c.Relay = o.Relay
+	if s.has("retention") {
+		c.Retention = o.retentionConfig(c.Schema)
+	}
+	return c, nil
+}
+
+// schemaConfig validates the names of the outbox contract.
+func (o options) schemaConfig() (schema.Config, error) {
+	t, err := schema.ParseTable(o.Table)
+	if err != nil {
+		return schema.Config{}, err
+	}
+	c := schema.Config{Table: t, Publication: o.Publication, Columns: o.Columns}
+	if o.DeadLetterTable != "" {
+		if c.DeadLetters, err = schema.ParseTable(o.DeadLetterTable); err != nil {
+			return schema.Config{}, fmt.Errorf("--dead-letter-table: %w", err)
+		}
+	}
+	return c, c.Validate()
+}
+
+// sinkConfig is the Kafka side as the flags set it, TLS and SASL included.
+func (o options) sinkConfig() (sink.Config, error) {
+	tc, mech, err := o.kafkaSecurity()
+	if err != nil {
+		return sink.Config{}, err
+	}
+	c := o.Sink
+	c.Brokers = splitList(o.KafkaBrokers)
+	c.NoCreateTopics = !o.CreateTopics
+	c.TLS, c.SASL = tc, mech
+	return c, nil
+}
+
+// retentionConfig is the pruner's configuration. A zero --prune-pause or
+// --prune-wait means none (the package's zero means its default).
+func (o options) retentionConfig(sc schema.Config) retention.Config {
+	rc := o.Retention
+	rc.Table, rc.OccurredAt, rc.Slot = sc.Table, sc.Columns.OccurredAt, o.Slot.Slot
+	if rc.Pause == 0 {
+		rc.Pause = -1
+	}
+	if rc.Wait == 0 {
+		rc.Wait = -1
+	}
+	return rc
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, b := range strings.Split(s, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// parseConfig parses and resolves the options of verb. ok is false after
+// -h (err nil) and after any error.
+func parseConfig(verb string, args []string, stdout, stderr io.Writer) (config, bool, error) {
+	o, s, err := parseOptions(verb, args, stdout, stderr)
+	if errors.Is(err, errHelp) {
+		return config{}, false, nil
+	}
+	if err != nil {
+		return config{}, false, err
+	}
+	c, err := o.resolve(s)
+	return c, err == nil, err
+}
