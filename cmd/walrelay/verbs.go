@@ -79,4 +79,3 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		cfg.Publication, cfg.Table, cfg.Slot, info.ConfirmedFlush, info.WALStatus, dl)
 	return nil
 }
-
