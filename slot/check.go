@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/walrelay/walrelay/bytesize"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/check"
@@ -364,7 +366,7 @@ func walStatusResult(f Figures) check.Result {
 	const name = "slot wal_status"
 	found := f.WALStatus
 	if f.SafeWALSize != nil {
-		found += fmt.Sprintf(", safe_wal_size %s", sizeText(*f.SafeWALSize))
+		found += fmt.Sprintf(", safe_wal_size %s", bytesize.Format(*f.SafeWALSize))
 	}
 	switch f.WALStatus {
 	case "reserved", "extended":
@@ -388,21 +390,7 @@ func lagResult(f Figures) check.Result {
 			"Drop the slot and run `walrelay init` once you know nothing needs it.")
 	}
 	return check.Pass(name, fmt.Sprintf("%s (%d bytes) of WAL not confirmed: confirmed_flush_lsn %s, server at %s",
-		sizeText(int64(f.LagBytes())), f.LagBytes(), f.ConfirmedFlush, f.CurrentWAL))
-}
-
-// sizeText writes n bytes in binary units, e.g. "1.5 MiB".
-func sizeText(n int64) string {
-	const unit = 1024
-	if n < unit && n > -unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, i := float64(n)/unit, 0
-	for (v >= unit || v <= -unit) && i < 5 {
-		v /= unit
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", v, "KMGTPE"[i])
+		bytesize.Format(int64(f.LagBytes())), f.LagBytes(), f.ConfirmedFlush, f.CurrentWAL))
 }
 
 // readRoutes reads the distinct routing fields of the latest routeRows rows

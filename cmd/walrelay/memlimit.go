@@ -3,6 +3,8 @@ package main
 import (
 	"math"
 	"runtime/debug"
+
+	"github.com/walrelay/walrelay/bytesize"
 )
 
 // memoryLimitBase is what walrelay needs besides its in-flight window: the
@@ -38,5 +40,5 @@ func memoryLimitField(limit int64) string {
 	if limit == math.MaxInt64 {
 		return "off"
 	}
-	return humanBytes(limit)
+	return bytesize.Format(limit)
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walrelay/walrelay/bytesize"
+
 	"github.com/walrelay/walrelay/leader"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
@@ -268,7 +270,7 @@ func (r reading) slotRows() [][2]string {
 func (r reading) safeWALSizeText() string {
 	switch {
 	case r.st.SafeWALSize != nil:
-		return humanBytes(*r.st.SafeWALSize) + fmt.Sprintf(" (%d bytes)", *r.st.SafeWALSize)
+		return bytesize.Format(*r.st.SafeWALSize) + fmt.Sprintf(" (%d bytes)", *r.st.SafeWALSize)
 	case r.st.WALStatus == "lost":
 		return "- (the slot is lost)"
 	}
@@ -312,7 +314,7 @@ func bytesText(n uint64) string {
 	if n < 1024 {
 		return fmt.Sprintf("%d B", n)
 	}
-	return fmt.Sprintf("%s (%d bytes)", humanBytes(int64(min(n, 1<<63-1))), n)
+	return fmt.Sprintf("%s (%d bytes)", bytesize.Format(int64(min(n, 1<<63-1))), n)
 }
 
 func orDash[T any](p *T, text func(T) string) string {

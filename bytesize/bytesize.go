@@ -1,16 +1,18 @@
-package main
+// Package bytesize writes byte counts for people, the one way walrelay
+// does it (logs, check, status, -h).
+package bytesize
 
 import "fmt"
 
-// humanBytes writes n bytes for people in IEC units: "512 B", "1.5 MiB".
+// Format writes n bytes for people in IEC units: "512 B", "1.5 MiB".
 // One decimal above a KiB; a negative n (safe_wal_size can be) keeps its
 // sign.
-func humanBytes(n int64) string {
+func Format(n int64) string {
 	if n < 0 {
 		if n == -n { // math.MinInt64 has no positive twin
 			return fmt.Sprintf("%d B", n)
 		}
-		return "-" + humanBytes(-n)
+		return "-" + Format(-n)
 	}
 	const units = "KMGTPE"
 	if n < 1024 {

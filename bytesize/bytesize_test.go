@@ -1,11 +1,11 @@
-package main
+package bytesize
 
 import (
 	"math"
 	"testing"
 )
 
-func TestHumanBytes(t *testing.T) {
+func TestFormat(t *testing.T) {
 	cases := []struct {
 		n    int64
 		want string
@@ -23,8 +23,8 @@ func TestHumanBytes(t *testing.T) {
 		{math.MinInt64, "-9223372036854775808 B"},
 	}
 	for _, c := range cases {
-		if got := humanBytes(c.n); got != c.want {
-			t.Errorf("humanBytes(%d): got %q; want %q", c.n, got, c.want)
+		if got := Format(c.n); got != c.want {
+			t.Errorf("Format(%d): got %q; want %q", c.n, got, c.want)
 		}
 	}
 }
