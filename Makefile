@@ -9,8 +9,16 @@ GO ?= go
 # the time runs out (golang/go#75804, fixed in Go 1.27); a count has no
 # deadline to race. 300,000 inputs take about 20 s on the 2-core CI machine.
 FUZZTIME ?= 300000x
+# The rig's PostgreSQL major version (scripts/pg.sh): the full suite runs on
+# it, the compatibility set on each of PG_OTHERS.
+export PG_MAJOR ?= 15
+PG_OTHERS ?= $(filter-out $(PG_MAJOR),14 15 16 17 18)
+# The end-to-end tests that exercise what differs between versions:
+# streaming and the confirm rule, a restart, bad rows, check, status, prune,
+# heartbeats, leadership, least privilege and the private servers.
+COMPAT_TESTS ?= ^(TestEveryCommittedRowArrivesInOrder|TestRolledBackRowsAreNeverPublished|TestSIGTERMMidStreamThenRestartLosesNothing|TestUndecodableRowsAreParkedAndDiscarded|TestCheckGoodRig|TestStatusReportsTheRunningRelay|TestPruneDeletesOnlyPublishedOldRows|TestHeartbeatKeepsTheSlotMovingWhileAnotherDatabaseWrites|TestStandbyTakesOverWhenTheLeaderStops|TestLeastPrivilegeRoleSaysWhatIsMissing|TestStandbyFollowsAndPromotes)$$
 
-.PHONY: all build test unit faults chaos fuzz vet rig-up rig-down demo demo-shop demo-outage bench clean
+.PHONY: all build test unit faults chaos fuzz compat vet rig-up rig-down demo demo-shop demo-outage bench clean
 
 all: build
 
@@ -41,6 +49,7 @@ test: vet rig-up
 	$(GO) test -count=1 -tags walrelay_discard -run Discard ./cmd/walrelay
 	$(MAKE) faults
 	$(MAKE) fuzz
+	$(MAKE) compat
 
 # The fault-injection suite: it kills and restarts the services, so it runs
 # alone and one test at a time, after the others.
@@ -51,6 +60,18 @@ faults: rig-up
 CHAOS_SCALE ?= 5
 chaos: rig-up
 	eval "$$(scripts/rig.sh env)"; WALRELAY_CHAOS_SCALE=$(CHAOS_SCALE) $(GO) test -tags faults -race -count=1 -p 1 -timeout 180m -v ./test/faults
+
+# The compatibility set on every other supported PostgreSQL: the rig's
+# server is replaced by each version in turn (same port, a new cluster),
+# then the default version comes back.
+compat: rig-up
+	for v in $(PG_OTHERS); do \
+	  echo "=== PostgreSQL $$v: compatibility set"; \
+	  PG_MAJOR=$$v scripts/pg.sh start; \
+	  eval "$$(PG_MAJOR=$$v scripts/rig.sh env)"; \
+	  $(GO) test -race -count=1 -timeout 10m -run '$(COMPAT_TESTS)' ./test/e2e ./test/pgserver || { scripts/pg.sh start; exit 1; }; \
+	done
+	scripts/pg.sh start
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./decoder
