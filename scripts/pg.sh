@@ -222,6 +222,10 @@ ensure_role_and_db() {
   if [ "$(psql_su -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'walrelay'")" != "1" ]; then
     psql_su -d postgres -c "CREATE DATABASE walrelay OWNER walrelay" >/dev/null
   fi
+  # PostgreSQL 15 and later let no one but the owner create in schema public; 14 let every
+  # role do it. The least-privilege tests need 15's rule (the secure schema usage pattern),
+  # so the rig applies it on every version.
+  psql_su -d walrelay -c "REVOKE CREATE ON SCHEMA public FROM PUBLIC" >/dev/null
 }
 
 cmd_start() {
