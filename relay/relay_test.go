@@ -143,6 +143,16 @@ func newHarness(t *testing.T) *harness {
 	return newHarnessWith(t, Config{ShutdownTimeout: 5 * time.Second})
 }
 
+// mustNew builds a relay that logs to the test.
+func mustNew(t *testing.T, cfg Config, factory Factory) *Relay {
+	t.Helper()
+	r, err := New(cfg, zaptest.NewLogger(t), factory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func newHarnessWith(t *testing.T, cfg Config) *harness {
 	dec, err := decoder.New(decoder.Config{Table: schema.Table{Schema: "public", Name: "outbox_messages"}, Columns: schema.DefaultColumns()})
 	if err != nil {
@@ -157,7 +167,7 @@ func newHarnessWith(t *testing.T, cfg Config) *harness {
 	}
 	acks := make(chan func(uint64), 1)
 	cfg.Registerer = h.reg
-	h.r = New(cfg, zaptest.NewLogger(t), func(_ context.Context, ack func(uint64)) (Parts, error) {
+	h.r = mustNew(t, cfg, func(_ context.Context, ack func(uint64)) (Parts, error) {
 		acks <- ack
 		return Parts{Stream: h.stream, Decoder: dec, Publisher: h.sink}, nil
 	})
@@ -489,7 +499,7 @@ func runWith(t *testing.T, streams ...streamFunc) (calls *atomic.Int32, cancel c
 		t.Fatal(err)
 	}
 	calls = &atomic.Int32{}
-	r := New(Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond}, zaptest.NewLogger(t),
+	r := mustNew(t, Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond},
 		func(_ context.Context, ack func(uint64)) (Parts, error) {
 			n := int(calls.Add(1)) - 1
 			st := streams[min(n, len(streams)-1)]
@@ -579,7 +589,7 @@ func TestRelayCountsKnownReplays(t *testing.T) {
 	sessions := make(chan session, 2)
 	var calls atomic.Int32
 	reg := prometheus.NewRegistry()
-	r := New(Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond, Registerer: reg}, zaptest.NewLogger(t),
+	r := mustNew(t, Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond, Registerer: reg},
 		func(_ context.Context, ack func(uint64)) (Parts, error) {
 			st := first
 			if calls.Add(1) > 1 {
@@ -636,7 +646,7 @@ func TestRelayRetriesASessionThatCannotBeBuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	var calls atomic.Int32
-	r := New(Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond}, zaptest.NewLogger(t),
+	r := mustNew(t, Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond},
 		func(_ context.Context, ack func(uint64)) (Parts, error) {
 			sink := &fakeSink{published: make(chan published, 1), closed: make(chan struct{})}
 			switch calls.Add(1) {

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/walrelay/walrelay/backoff"
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/failpoint"
@@ -208,10 +209,10 @@ func (s *session) parkBadRow(ctx context.Context, bad *decoder.BadRowError, pub 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		d := min(s.cfg.RestartBackoffMin<<min(attempt, 10), s.cfg.RestartBackoffMax)
+		d := backoff.Policy{Min: s.cfg.RestartBackoffMin, Max: s.cfg.RestartBackoffMax}.Delay(attempt)
 		s.log.Warn("cannot park a bad outbox row yet; retrying", zap.Stringer("position", dl.Position), zap.Error(err), zap.Duration("retry_in", d))
-		if !sleep(ctx, d) {
-			return ctx.Err()
+		if err := backoff.Sleep(ctx, d); err != nil {
+			return err
 		}
 	}
 	s.log.Warn("parked a bad outbox row in the dead-letter table", zap.Stringer("position", dl.Position),

@@ -40,6 +40,14 @@ type Error struct {
 	Err       error
 }
 
+// Refused reports whether err is, or wraps, the sink's *Error: a message
+// it cannot publish, under the halt policy. A new sink meets the message
+// again, until an operator fixes its cause.
+func Refused(err error) bool {
+	var e *Error
+	return errors.As(err, &e)
+}
+
 // messageError is the Error of message m (token) bound for topic/partition.
 func messageError(topic string, partition int, m *schema.Message, token uint64, err error) *Error {
 	e := &Error{Topic: topic, Partition: partition, Token: token, Err: err}

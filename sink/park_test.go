@@ -561,7 +561,7 @@ func TestBlocks(t *testing.T) {
 
 func TestParkedMetricStartsAtZeroForEveryReason(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
+	m := mustMetrics(t, reg)
 	m.ParkedBadRow()
 	families, err := reg.Gather()
 	if err != nil {

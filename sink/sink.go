@@ -107,7 +107,7 @@ func newSink(cfg Config, log *zap.Logger, onAck AckFunc, prod producer, meta met
 	}
 	m := cfg.Metrics
 	if m == nil {
-		m = NewMetrics(nil)
+		m = privateMetrics()
 	}
 	return &Sink{
 		cfg:            cfg,

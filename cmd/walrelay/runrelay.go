@@ -63,7 +63,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	sinkCfg := c.Sink
-	sinkCfg.Metrics = sink.NewMetrics(reg)
+	if sinkCfg.Metrics, err = sink.NewMetrics(reg); err != nil {
+		return err
+	}
 	sinkCfg.Guard = elector.Check
 	r, err := buildRelay(c, sinkCfg, log, reg, store)
 	if err != nil {
@@ -159,7 +161,7 @@ func buildRelay(c config, sinkCfg sink.Config, log *zap.Logger, reg prometheus.R
 		}
 		return relay.Parts{Stream: stream, Decoder: dec, Publisher: pub}, nil
 	}
-	return relay.New(relayCfg, log, factory), nil
+	return relay.New(relayCfg, log, factory)
 }
 
 // preflight fails fast, before any waiting for leadership, on what no
