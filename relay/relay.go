@@ -31,15 +31,9 @@ type Config struct {
 	// with full jitter, between sessions after a transient failure (a lost
 	// connection to PostgreSQL, say). Default to 1s and 30s.
 	RestartBackoffMin, RestartBackoffMax time.Duration
-	// Park, when set (policy park), stores an outbox row the decoder could
-	// not turn into a message in the dead-letter table; the relay then
-	// counts the row as done, and blocks the later messages of its
-	// aggregate in the publisher. An error is retried with backoff. Nil
-	// (policy halt) stops the session before the row instead.
-	Park func(ctx context.Context, dl schema.DeadLetter) (parked bool, err error)
 	// HaltBackoffMax bounds the backoff between sessions that stopped on a
 	// message walrelay cannot publish (policy halt: a bad row, a message
-	// Kafka refuses, a row over --max-wal-message-bytes). Each new session
+	// Kafka refuses, a row over the stream's message size limit). Each new session
 	// meets the same row again, until an operator fixes the cause.
 	// Defaults to 5m.
 	HaltBackoffMax time.Duration
@@ -79,13 +73,14 @@ type stream interface {
 	Run(ctx context.Context, out chan<- slot.Event, pos slot.Position, drained <-chan struct{}) error
 }
 
-// Publisher is the Kafka side, as the relay uses it (sink.Sink).
+// Publisher is the Kafka side, as the relay uses it (sink.Sink). It acks
+// a token once Kafka acknowledged the message, or once the message or row
+// is parked; what it can neither publish nor park fails it (policy halt).
 type Publisher interface {
 	Run(ctx context.Context) error
 	Publish(ctx context.Context, m *schema.Message, token uint64) error
-	// Block parks the later messages of b's aggregate behind b, a row the
-	// relay parked itself.
-	Block(b schema.Blocker)
+	// PublishBad takes a row the decoder could not turn into a message.
+	PublishBad(ctx context.Context, row sink.BadRow, token uint64) error
 	Close()
 }
 

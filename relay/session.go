@@ -11,11 +11,9 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/walrelay/walrelay/backoff"
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/failpoint"
-	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
 )
 
@@ -185,53 +183,6 @@ func (s *session) logEnd(err error) {
 	s.log.Info("relay stopped", fields...)
 }
 
-// parkBadRow stores a row the decoder could not decode in the dead-letter
-// table, blocks the later messages of its aggregate, and counts the row as
-// a message of its transaction that is done: the slot may pass it only
-// now that it is stored.
-func (s *session) parkBadRow(ctx context.Context, bad *decoder.BadRowError, pub Publisher) error {
-	dl := schema.DeadLetter{
-		Position:   bad.Position(),
-		Row:        bad.Row,
-		Aggregate:  schema.Aggregate{Type: bad.AggregateType, ID: bad.AggregateID},
-		CommitTime: bad.CommitTime,
-		Reason:     bad.Error(),
-	}
-	if bad.HasID {
-		id := bad.MessageID
-		dl.MessageID = &id
-	}
-	for attempt := 0; ; attempt++ {
-		_, err := s.cfg.Park(ctx, dl)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		d := backoff.Policy{Min: s.cfg.RestartBackoffMin, Max: s.cfg.RestartBackoffMax}.Delay(attempt)
-		s.log.Warn("cannot park a bad outbox row yet; retrying", zap.Stringer("position", dl.Position), zap.Error(err), zap.Duration("retry_in", d))
-		if err := backoff.Sleep(ctx, d); err != nil {
-			return err
-		}
-	}
-	s.log.Warn("parked a bad outbox row in the dead-letter table", zap.Stringer("position", dl.Position),
-		zap.String("aggregate_type", dl.Aggregate.Type), zap.String("aggregate_id", dl.Aggregate.ID), zap.String("reason", dl.Reason))
-	if dl.Aggregate.Known() {
-		pub.Block(schema.Blocker{Aggregate: dl.Aggregate, Position: dl.Position, MessageID: dl.MessageID})
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.tr.Add(s.cur); err != nil {
-		return errorf("park at %s: %w", dl.Position, err)
-	}
-	if err := s.tr.Ack(s.cur); err != nil {
-		return errorf("park at %s: %w", dl.Position, err)
-	}
-	s.commits.follow(s.tr)
-	return nil
-}
-
 // keepalive offers a position past everything received (a server keepalive
 // or a heartbeat) to the confirm rule.
 func (s *session) keepalive(pos pglogrepl.LSN) {
@@ -239,6 +190,20 @@ func (s *session) keepalive(pos pglogrepl.LSN) {
 	s.tr.Keepalive(pos)
 	s.commits.follow(s.tr)
 	s.mu.Unlock()
+}
+
+// publishBad hands a row the decoder could not turn into a message to the
+// publisher, which parks it (and acks it, once stored) or halts by policy.
+// It is counted as a message of its transaction first, so that the slot
+// may pass it only once it is stored.
+func (s *session) publishBad(ctx context.Context, at pglogrepl.LSN, bad *decoder.BadRowError, pub Publisher) error {
+	s.mu.Lock()
+	err := s.tr.Add(s.cur)
+	s.mu.Unlock()
+	if err != nil {
+		return errorf("wal at %s: %w", at, err)
+	}
+	return pub.PublishBad(ctx, bad, uint64(s.cur))
 }
 
 // pump consumes the stream in WAL order until it is closed.
@@ -270,14 +235,11 @@ func (s *session) apply(ctx context.Context, ev slot.Event, dec *decoder.Decoder
 func (s *session) decode(ctx context.Context, ev slot.Event, dec *decoder.Decoder, pub Publisher) error {
 	e, err := dec.Decode(ev.Data)
 	if err != nil {
-		var bad *decoder.BadRowError
-		if !errors.As(err, &bad) {
+		bad, ok := decoder.AsBadRow(err)
+		if !ok {
 			return errorf("decode wal at %s: %w", ev.Pos, err)
 		}
-		if s.cfg.Park == nil {
-			return fmt.Errorf("wal at %s: %w", ev.Pos, err)
-		}
-		return s.parkBadRow(ctx, bad, pub)
+		return s.publishBad(ctx, ev.Pos, bad, pub)
 	}
 	switch e.Kind {
 	case decoder.KindBegin:

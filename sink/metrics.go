@@ -78,7 +78,3 @@ func privateMetrics() *Metrics {
 	m, _ := NewMetrics(nil) // registers nothing, so it cannot fail
 	return m
 }
-
-// ParkedBadRow counts a row that the relay parked because it could not be
-// decoded (walrelay_parked_messages_total{reason="bad_row"}).
-func (m *Metrics) ParkedBadRow() { m.parked.WithLabelValues(parkedBadRow).Inc() }
