@@ -39,7 +39,7 @@ type Sink struct {
 	prod     producer
 	meta     metadataClient
 	m        *Metrics
-	retry    backoff.Policy // between attempts of a produce, lookup or park
+	retry    backoff.Policy // between attempts of a produce or a park
 	inflight *inflight
 	blocks   *blocks
 	now      func() time.Time
