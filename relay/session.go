@@ -14,6 +14,7 @@ import (
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/failpoint"
+	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
 )
 
@@ -192,20 +193,6 @@ func (s *session) keepalive(pos pglogrepl.LSN) {
 	s.mu.Unlock()
 }
 
-// publishBad hands a row the decoder could not turn into a message to the
-// publisher, which parks it (and acks it, once stored) or halts by policy.
-// It is counted as a message of its transaction first, so that the slot
-// may pass it only once it is stored.
-func (s *session) publishBad(ctx context.Context, at pglogrepl.LSN, bad *decoder.BadRowError, pub Publisher) error {
-	s.mu.Lock()
-	err := s.tr.Add(s.cur)
-	s.mu.Unlock()
-	if err != nil {
-		return errorf("wal at %s: %w", at, err)
-	}
-	return pub.PublishBad(ctx, bad, uint64(s.cur))
-}
-
 // pump consumes the stream in WAL order until it is closed.
 func (s *session) pump(ctx context.Context, events <-chan slot.Event, dec *decoder.Decoder, pub Publisher) error {
 	for ev := range events {
@@ -235,39 +222,15 @@ func (s *session) apply(ctx context.Context, ev slot.Event, dec *decoder.Decoder
 func (s *session) decode(ctx context.Context, ev slot.Event, dec *decoder.Decoder, pub Publisher) error {
 	e, err := dec.Decode(ev.Data)
 	if err != nil {
-		bad, ok := decoder.AsBadRow(err)
-		if !ok {
-			return errorf("decode wal at %s: %w", ev.Pos, err)
-		}
-		return s.publishBad(ctx, ev.Pos, bad, pub)
+		return s.undecodable(ctx, ev.Pos, err, pub)
 	}
 	switch e.Kind {
-	case decoder.KindBegin:
-		s.mu.Lock()
-		s.cur, err = s.tr.Begin()
-		if err == nil {
-			s.commits.begin(s.cur, e.CommitTime)
-		}
-		s.mu.Unlock()
-		s.curMsgs = 0
 	case decoder.KindMessage:
-		s.mu.Lock()
-		err = s.tr.Add(s.cur)
-		s.mu.Unlock()
-		if err == nil {
-			s.curMsgs++
-			err = pub.Publish(ctx, e.Message, uint64(s.cur))
-			failpoint.Inject("publish")
-			return err
-		}
+		return s.publish(ctx, ev.Pos, e.Message, pub)
+	case decoder.KindBegin:
+		err = s.begin(e.CommitTime)
 	case decoder.KindCommit:
-		s.mu.Lock()
-		err = s.tr.Commit(s.cur, e.EndLSN)
-		s.commits.follow(s.tr)
-		s.mu.Unlock()
-		if err == nil && s.curMsgs > 0 && s.prev.known(e.EndLSN) {
-			s.m.replayed.Add(float64(s.curMsgs))
-		}
+		err = s.commit(e.EndLSN)
 	case decoder.KindHeartbeat:
 		// Our own heartbeat: nothing to publish; its position is confirmable
 		// like a keepalive's, once nothing is in flight.
@@ -278,4 +241,68 @@ func (s *session) decode(ctx context.Context, ev slot.Event, dec *decoder.Decode
 		return errorf("wal at %s: %w", ev.Pos, err)
 	}
 	return nil
+}
+
+// undecodable hands a row the decoder could not turn into a message to the
+// publisher, which parks it (and acks it once stored) or halts, by policy.
+// Any other decoding error means the stream can no longer be trusted.
+func (s *session) undecodable(ctx context.Context, at pglogrepl.LSN, err error, pub Publisher) error {
+	bad, ok := decoder.AsBadRow(err)
+	if !ok {
+		return errorf("decode wal at %s: %w", at, err)
+	}
+	if err := s.add(at); err != nil {
+		return err
+	}
+	return pub.PublishBad(ctx, bad, uint64(s.cur))
+}
+
+// publish hands a message of the open transaction to the publisher.
+func (s *session) publish(ctx context.Context, at pglogrepl.LSN, m *schema.Message, pub Publisher) error {
+	if err := s.add(at); err != nil {
+		return err
+	}
+	s.curMsgs++
+	err := pub.Publish(ctx, m, uint64(s.cur))
+	failpoint.Inject("publish")
+	return err
+}
+
+// add counts one more message (or bad row) of the open transaction in the
+// tracker, before it goes to the publisher, so that its acknowledgement
+// can never come for something the tracker does not know.
+func (s *session) add(at pglogrepl.LSN) error {
+	s.mu.Lock()
+	err := s.tr.Add(s.cur)
+	s.mu.Unlock()
+	if err != nil {
+		return errorf("wal at %s: %w", at, err)
+	}
+	return nil
+}
+
+// begin opens the next transaction, committed at t.
+func (s *session) begin(t time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, err := s.tr.Begin()
+	if err != nil {
+		return err
+	}
+	s.cur, s.curMsgs = id, 0
+	s.commits.begin(id, t)
+	return nil
+}
+
+// commit closes the open transaction, ending at end, and counts its
+// messages as known replays when the last session had it done.
+func (s *session) commit(end pglogrepl.LSN) error {
+	s.mu.Lock()
+	err := s.tr.Commit(s.cur, end)
+	s.commits.follow(s.tr)
+	s.mu.Unlock()
+	if err == nil && s.curMsgs > 0 && s.prev.known(end) {
+		s.m.replayed.Add(float64(s.curMsgs))
+	}
+	return err
 }
