@@ -9,8 +9,9 @@
 // messages, rows of other tables).
 //
 // The decoder is pure: it does no I/O, never logs, never reads the clock and
-// starts no goroutines. It is not safe for concurrent use; the one goroutine
-// that owns the replication connection drives it. Use one Decoder per
+// starts no goroutines. It is not safe for concurrent use; one goroutine
+// drives it (the relay's pump, which reads the events the replication
+// connection's goroutine hands over, in WAL order). Use one Decoder per
 // replication session, because pgoutput announces every relation (a Relation
 // message) once per session before its first row, and the decoder needs that
 // announcement to find the outbox columns.
@@ -24,8 +25,8 @@
 // Two kinds of errors come back. A *BadRowError (see IsBadRow) is an outbox
 // row that cannot become a Message: a null aggregate id, an unparsable
 // message id, a relation that lacks a required column. The stream itself is
-// intact; the caller decides by policy whether to halt or to park the row,
-// and may keep decoding. Any other error is a protocol error (a truncated
+// intact; the caller hands it on (the relay gives it to the sink, which
+// parks it or halts by policy) and may keep decoding. Any other error is a protocol error (a truncated
 // frame, a row for a relation never announced, a Begin inside a transaction):
 // the decoder's view of the stream can no longer be trusted, and the caller
 // should end the session and start a new one with a new Decoder.

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
 	"time"
 
 	"github.com/jackc/pglogrepl"
+
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -66,10 +66,35 @@ func (e *BadRowError) Error() string {
 	return b.String()
 }
 
+// DeadLetter is the row as the dead-letter table keeps it: its position,
+// every column as text, its message id and aggregate where they were
+// readable, and the error as the reason.
+func (e *BadRowError) DeadLetter() schema.DeadLetter {
+	dl := schema.DeadLetter{
+		Position:   e.Position(),
+		Row:        e.Row,
+		Aggregate:  schema.Aggregate{Type: e.AggregateType, ID: e.AggregateID},
+		CommitTime: e.CommitTime,
+		Reason:     e.Error(),
+	}
+	if e.HasID {
+		id := e.MessageID
+		dl.MessageID = &id
+	}
+	return dl
+}
+
 // IsBadRow reports whether err is, or wraps, a *BadRowError.
 func IsBadRow(err error) bool {
+	_, ok := AsBadRow(err)
+	return ok
+}
+
+// AsBadRow returns the *BadRowError err is or wraps, if any.
+func AsBadRow(err error) (*BadRowError, bool) {
 	var bad *BadRowError
-	return errors.As(err, &bad)
+	ok := errors.As(err, &bad)
+	return bad, ok
 }
 
 // maxQuoted bounds how much of a value goes into an error message.

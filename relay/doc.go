@@ -5,7 +5,9 @@
 //	slot -> decoder -> sink -> acks -> checkpoint -> slot
 //
 // One goroutine (the pump) decodes events in WAL order, opens and closes
-// transactions in the checkpoint tracker and hands messages to the sink;
+// transactions in the checkpoint tracker and hands messages to the sink,
+// and rows the decoder rejected too: the sink parks them or halts by
+// policy, so the relay never talks to the dead-letter store;
 // the sink's workers report Kafka acknowledgements back through Ack; the
 // stream asks the tracker for the safe position whenever it sends a status
 // update. The tracker is the only shared state and sits behind one mutex.

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walrelay/walrelay/promreg"
 )
 
 // metrics are the relay's collectors, shared by its sessions.
@@ -18,14 +20,13 @@ type metrics struct {
 // milliseconds; a Kafka outage of minutes shows in the upper buckets
 // instead of piling up beyond the last one. They are dense between 5 and
 // 100 ms, where a healthy p99 lies, so that histogram_quantile's
-// interpolation there is off by a few milliseconds rather than by up to 25
-// (the latency benchmark's p99 at 1,000 tx/s fell in (10, 25] and (25, 50]);
-// 0.05 stays a bound, so the share of acknowledgements within 50 ms is exact.
+// interpolation there is off by a few milliseconds; 0.05 is a bound, so the
+// share of acknowledgements within 50 ms is exact.
 var latencyBuckets = []float64{.001, .0025, .005, .0075, .01, .015, .02, .03, .04, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
-// register makes the relay's collectors and adds them to reg; a nil reg
-// keeps them private.
-func (r *Relay) register(reg prometheus.Registerer) {
+// register makes the relay's collectors and adds them to reg, all or none;
+// a nil reg keeps them private.
+func (r *Relay) register(reg prometheus.Registerer) error {
 	r.m = metrics{
 		commitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "walrelay_commit_to_ack_seconds",
@@ -38,20 +39,17 @@ func (r *Relay) register(reg prometheus.Registerer) {
 		}),
 		sessionErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "walrelay_session_errors_total",
-			Help: "Replication sessions that ended in an error, by class: transient (a new session follows), halted (a message walrelay cannot publish under --on-bad-message halt; a new session follows after a long backoff) or permanent (the relay stops).",
+			Help: "Replication sessions that ended in an error, by class: transient (a new session follows), halted (a message walrelay cannot publish, under the halt policy for bad messages; a new session follows after a long backoff) or permanent (the relay stops).",
 		}, []string{"class"}),
 		heartbeats: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "walrelay_heartbeats_received_total",
 			Help: "walrelay heartbeats seen in the replication stream (never published; each confirms its position once nothing is in flight).",
 		}),
 	}
-	for _, class := range []string{"transient", "permanent", "halted"} {
-		r.m.sessionErrors.WithLabelValues(class)
+	for _, e := range []ending{endedTransient, endedPermanent, endedHalted} {
+		r.m.sessionErrors.WithLabelValues(e.label())
 	}
-	if reg == nil {
-		return
-	}
-	reg.MustRegister(r.m.commitToAck, r.m.replayed, r.m.sessionErrors, r.m.heartbeats,
+	return promreg.Register(reg, "relay metrics", r.m.commitToAck, r.m.replayed, r.m.sessionErrors, r.m.heartbeats,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "walrelay_oldest_unpublished_message_age_seconds",
 			Help: "Seconds since the commit of the oldest transaction received and not yet acknowledged by Kafka; 0 when nothing is pending.",

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/backoff"
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/failpoint"
 	"github.com/walrelay/walrelay/schema"
@@ -31,15 +31,9 @@ type Config struct {
 	// with full jitter, between sessions after a transient failure (a lost
 	// connection to PostgreSQL, say). Default to 1s and 30s.
 	RestartBackoffMin, RestartBackoffMax time.Duration
-	// Park, when set (policy park), stores an outbox row the decoder could
-	// not turn into a message in the dead-letter table; the relay then
-	// counts the row as done, and blocks the later messages of its
-	// aggregate in the publisher. An error is retried with backoff. Nil
-	// (policy halt) stops the session before the row instead.
-	Park func(ctx context.Context, dl schema.DeadLetter) (parked bool, err error)
 	// HaltBackoffMax bounds the backoff between sessions that stopped on a
 	// message walrelay cannot publish (policy halt: a bad row, a message
-	// Kafka refuses, a row over --max-wal-message-bytes). Each new session
+	// Kafka refuses, a row over the stream's message size limit). Each new session
 	// meets the same row again, until an operator fixes the cause.
 	// Defaults to 5m.
 	HaltBackoffMax time.Duration
@@ -79,13 +73,14 @@ type stream interface {
 	Run(ctx context.Context, out chan<- slot.Event, pos slot.Position, drained <-chan struct{}) error
 }
 
-// Publisher is the Kafka side, as the relay uses it (sink.Sink).
+// Publisher is the Kafka side, as the relay uses it (sink.Sink). It acks
+// a token once Kafka acknowledged the message, or once the message or row
+// is parked; what it can neither publish nor park fails it (policy halt).
 type Publisher interface {
 	Run(ctx context.Context) error
 	Publish(ctx context.Context, m *schema.Message, token uint64) error
-	// Block parks the later messages of b's aggregate behind b, a row the
-	// relay parked itself.
-	Block(b schema.Blocker)
+	// PublishBad takes a row the decoder could not turn into a message.
+	PublishBad(ctx context.Context, row sink.BadRow, token uint64) error
 	Close()
 }
 
@@ -115,12 +110,14 @@ type Relay struct {
 	halted   atomic.Pointer[string]  // why the last session halted; nil while none did
 }
 
-// New builds a relay; it starts nothing.
-func New(cfg Config, log *zap.Logger, factory Factory) *Relay {
+// New builds a relay and registers its metrics; it starts nothing.
+func New(cfg Config, log *zap.Logger, factory Factory) (*Relay, error) {
 	cfg.setDefaults()
 	r := &Relay{cfg: cfg, log: log, factory: factory}
-	r.register(cfg.Registerer)
-	return r
+	if err := r.register(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // Streaming reports whether a session is replicating from the slot now.
@@ -154,50 +151,50 @@ func (r *Relay) Idle() bool {
 // by ctx, Run drains (see session.run) and returns nil. Run may be called
 // again after it returned (a new leadership term).
 func (r *Relay) Run(ctx context.Context) error {
-	backoff, haltBackoff := r.cfg.RestartBackoffMin, r.cfg.RestartBackoffMin
+	policy := newRestartPolicy(r.cfg)
 	for {
-		s := newSession(r.log, r.cfg, &r.m, r.prev)
 		began := time.Now()
-		r.cur.Store(s)
-		err := s.run(ctx, r.factory)
-		r.cur.Store(nil)
-		if s.started() {
-			r.streamed.Store(true)
-			r.prev = s.leftAcknowledged()
-		}
+		err := r.runSession(ctx)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		if time.Since(began) > time.Minute {
-			backoff, haltBackoff = r.cfg.RestartBackoffMin, r.cfg.RestartBackoffMin
-		}
-		if halts(err) {
-			r.m.sessionErrors.WithLabelValues("halted").Inc()
-			why := err.Error()
-			r.halted.Store(&why)
-			wait := haltBackoff/2 + rand.N(haltBackoff/2+1)
-			r.log.Error("halted on a message walrelay cannot publish (--on-bad-message halt); nothing past it is confirmed; a new session meets it again after a backoff",
-				zap.Error(err), zap.Duration("retry_in", wait))
-			if !sleep(ctx, wait) {
-				return nil
-			}
-			haltBackoff = min(2*haltBackoff, r.cfg.HaltBackoffMax)
-			continue
-		}
-		if !r.streamed.Load() || permanent(err) {
-			r.m.sessionErrors.WithLabelValues("permanent").Inc()
+		next := policy.next(classify(err), time.Since(began), r.streamed.Load())
+		r.m.sessionErrors.WithLabelValues(next.class.label()).Inc()
+		if next.stop {
 			return err
 		}
-		r.m.sessionErrors.WithLabelValues("transient").Inc()
-		failpoint.Inject("reconnect")
-		wait := backoff/2 + rand.N(backoff/2+1)
-		r.log.Warn("replication session failed; starting a new one from the slot's confirmed position",
-			zap.Error(err), zap.Duration("retry_in", wait))
-		if !sleep(ctx, wait) {
+		r.logRestart(next, err)
+		if backoff.Sleep(ctx, next.wait) != nil {
 			return nil
 		}
-		backoff = min(2*backoff, r.cfg.RestartBackoffMax)
 	}
+}
+
+// runSession runs one session and keeps what the next one needs.
+func (r *Relay) runSession(ctx context.Context) error {
+	s := newSession(r.log, r.cfg, &r.m, r.prev)
+	r.cur.Store(s)
+	err := s.run(ctx, r.factory)
+	r.cur.Store(nil)
+	if s.started() {
+		r.streamed.Store(true)
+		r.prev = s.leftAcknowledged()
+	}
+	return err
+}
+
+// logRestart says why a new session follows, and records a halt's reason.
+func (r *Relay) logRestart(next restart, err error) {
+	if next.class == endedHalted {
+		why := err.Error()
+		r.halted.Store(&why)
+		r.log.Error("halted on a message walrelay cannot publish (bad-message policy halt); nothing past it is confirmed; a new session meets it again after a backoff",
+			zap.Error(err), zap.Duration("retry_in", next.wait))
+		return
+	}
+	failpoint.Inject("reconnect")
+	r.log.Warn("replication session failed; starting a new one from the slot's confirmed position",
+		zap.Error(err), zap.Duration("retry_in", next.wait))
 }
 
 // permanentError marks a failure a new session would meet again.
@@ -206,36 +203,20 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
-// permanent reports failures that a restart cannot mend: configuration the
-// preflight rejects and broken invariants. Everything else (lost
-// connections, mostly) is transient.
-func permanent(err error) bool {
+// classify sorts a session's failure for the restart policy. Halts are
+// failures before a message walrelay cannot publish (policy halt): a bad
+// row, a message Kafka refused, a row over the size limit. Permanent are
+// configuration the preflight rejects and broken invariants. Everything
+// else (lost connections, mostly) is transient.
+func classify(err error) ending {
 	var pe *permanentError
-	var ce *slot.ConfigError
-	return errors.As(err, &pe) || errors.As(err, &ce)
-}
-
-// halts reports a session that stopped before a message walrelay cannot
-// publish (policy halt): a bad row, a message Kafka refused, a row over
-// the size limit. A new session meets the same message again, so they are
-// retried with a long backoff, until an operator fixes the cause.
-func halts(err error) bool {
-	var bad *decoder.BadRowError
-	var refused *sink.Error
-	var big *slot.TooLargeError
-	return errors.As(err, &bad) || errors.As(err, &refused) || errors.As(err, &big)
-}
-
-// sleep waits d or until ctx is done; false when ctx is done.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
+	switch {
+	case decoder.IsBadRow(err) || sink.Refused(err) || slot.IsTooLarge(err):
+		return endedHalted
+	case errors.As(err, &pe) || slot.IsConfig(err):
+		return endedPermanent
 	}
+	return endedTransient
 }
 
 // errorf wraps a permanent failure.

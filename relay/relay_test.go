@@ -17,6 +17,7 @@ import (
 	"github.com/walrelay/walrelay/checkpoint"
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
 )
 
@@ -46,11 +47,19 @@ func (f *fakeStream) Run(ctx context.Context, out chan<- slot.Event, pos slot.Po
 	}
 }
 
-// fakeSink hands every published message to the test, which acks it.
+// fakeSink hands every published message to the test, which acks it. A
+// bad row goes to bad, for the test to ack as the sink does once it parked
+// it; with bad nil the sink has no dead-letter store (policy halt) and
+// refuses the row with its error, as the sink does.
 type fakeSink struct {
 	published chan published
 	closed    chan struct{}
-	blocked   chan schema.Blocker // nil: Block is not expected
+	bad       chan badPublished
+}
+
+type badPublished struct {
+	row   sink.BadRow
+	token uint64
 }
 
 type published struct {
@@ -74,10 +83,12 @@ func (s *fakeSink) Publish(ctx context.Context, m *schema.Message, token uint64)
 
 func (s *fakeSink) Close() { close(s.closed) }
 
-func (s *fakeSink) Block(b schema.Blocker) {
-	if s.blocked != nil {
-		s.blocked <- b
+func (s *fakeSink) PublishBad(ctx context.Context, row sink.BadRow, token uint64) error {
+	if s.bad == nil {
+		return row
 	}
+	s.bad <- badPublished{row, token}
+	return nil
 }
 
 // pgoutput v1 messages, just enough for the pipeline.
@@ -143,6 +154,16 @@ func newHarness(t *testing.T) *harness {
 	return newHarnessWith(t, Config{ShutdownTimeout: 5 * time.Second})
 }
 
+// mustNew builds a relay that logs to the test.
+func mustNew(t *testing.T, cfg Config, factory Factory) *Relay {
+	t.Helper()
+	r, err := New(cfg, zaptest.NewLogger(t), factory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func newHarnessWith(t *testing.T, cfg Config) *harness {
 	dec, err := decoder.New(decoder.Config{Table: schema.Table{Schema: "public", Name: "outbox_messages"}, Columns: schema.DefaultColumns()})
 	if err != nil {
@@ -157,7 +178,7 @@ func newHarnessWith(t *testing.T, cfg Config) *harness {
 	}
 	acks := make(chan func(uint64), 1)
 	cfg.Registerer = h.reg
-	h.r = New(cfg, zaptest.NewLogger(t), func(_ context.Context, ack func(uint64)) (Parts, error) {
+	h.r = mustNew(t, cfg, func(_ context.Context, ack func(uint64)) (Parts, error) {
 		acks <- ack
 		return Parts{Stream: h.stream, Decoder: dec, Publisher: h.sink}, nil
 	})
@@ -420,38 +441,36 @@ func TestRelayHaltsOnABadRowWithoutConfirmingIt(t *testing.T) {
 	}
 }
 
-// Under policy park, a row the decoder cannot decode is stored through
-// Park, blocks its aggregate in the publisher, and counts as done: the
-// transaction is confirmed without it being published.
-func TestRelayParksABadRow(t *testing.T) {
-	parked := make(chan schema.DeadLetter, 1)
-	h := newHarnessWith(t, Config{ShutdownTimeout: 5 * time.Second, Park: func(_ context.Context, dl schema.DeadLetter) (bool, error) {
-		parked <- dl
-		return true, nil
-	}})
-	h.sink.blocked = make(chan schema.Blocker, 1)
+// A row the decoder cannot decode goes to the publisher's PublishBad (which
+// parks it) as a message of its transaction: the transaction is confirmed
+// only once the row is acked (parked) and its other messages are acked.
+func TestRelayHandsABadRowToThePublisher(t *testing.T) {
+	h := newHarness(t)
+	h.sink.bad = make(chan badPublished, 1)
 	h.feed(slot.KindStart, 100, nil)
 	h.feed(slot.KindData, 110, relationMsg())
 	h.feed(slot.KindData, 120, beginMsg(190, 7))
 	h.feed(slot.KindData, 130, insertMsg("6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11", ""))
 	h.feed(slot.KindData, 140, insertMsg("0b7f8f0c-1f7a-4a45-8c63-5e0b9a0d8e22", "o-2"))
 	h.feed(slot.KindData, 190, commitMsg(190, 200))
-	dl := <-parked
+	var bad badPublished
+	select {
+	case bad = <-h.sink.bad:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no bad row reached the publisher")
+	}
+	dl := bad.row.DeadLetter()
 	if dl.MessageID == nil || dl.MessageID.String() != "6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11" || dl.Position != (schema.Position{CommitLSN: 190, Seq: 0}) ||
 		dl.Row["aggregate_id"] == nil || *dl.Row["aggregate_id"] != "" || !strings.Contains(dl.Reason, "aggregate_id") {
-		t.Fatalf("parked %+v; want the row at 0/BE#0 with its id, columns and reason", dl)
-	}
-	select {
-	case b := <-h.sink.blocked:
-		t.Fatalf("blocked %+v for a row without an aggregate id; want nothing blocked", b)
-	default:
+		t.Fatalf("bad row %+v; want the row at 0/BE#0 with its id, columns and reason", dl)
 	}
 	p := h.published()
-	if p.m.AggregateID != "o-2" || p.m.Seq != 1 {
-		t.Fatalf("published %q at seq %d; want o-2 at seq 1", p.m.AggregateID, p.m.Seq)
+	if p.m.AggregateID != "o-2" || p.m.Seq != 1 || p.token != bad.token {
+		t.Fatalf("published %q at seq %d (token %d); want o-2 at seq 1 of the bad row's transaction (token %d)", p.m.AggregateID, p.m.Seq, p.token, bad.token)
 	}
-	h.stays(100)
 	h.ack(p.token)
+	h.stays(100) // the bad row is not parked yet
+	h.ack(bad.token)
 	h.waitSafe(200)
 	h.cancel()
 	if err := <-h.done; err != nil {
@@ -489,7 +508,7 @@ func runWith(t *testing.T, streams ...streamFunc) (calls *atomic.Int32, cancel c
 		t.Fatal(err)
 	}
 	calls = &atomic.Int32{}
-	r := New(Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond}, zaptest.NewLogger(t),
+	r := mustNew(t, Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond},
 		func(_ context.Context, ack func(uint64)) (Parts, error) {
 			n := int(calls.Add(1)) - 1
 			st := streams[min(n, len(streams)-1)]
@@ -579,7 +598,7 @@ func TestRelayCountsKnownReplays(t *testing.T) {
 	sessions := make(chan session, 2)
 	var calls atomic.Int32
 	reg := prometheus.NewRegistry()
-	r := New(Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond, Registerer: reg}, zaptest.NewLogger(t),
+	r := mustNew(t, Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond, Registerer: reg},
 		func(_ context.Context, ack func(uint64)) (Parts, error) {
 			st := first
 			if calls.Add(1) > 1 {
@@ -636,7 +655,7 @@ func TestRelayRetriesASessionThatCannotBeBuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	var calls atomic.Int32
-	r := New(Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond}, zaptest.NewLogger(t),
+	r := mustNew(t, Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond},
 		func(_ context.Context, ack func(uint64)) (Parts, error) {
 			sink := &fakeSink{published: make(chan published, 1), closed: make(chan struct{})}
 			switch calls.Add(1) {

@@ -184,53 +184,6 @@ func (s *session) logEnd(err error) {
 	s.log.Info("relay stopped", fields...)
 }
 
-// parkBadRow stores a row the decoder could not decode in the dead-letter
-// table, blocks the later messages of its aggregate, and counts the row as
-// a message of its transaction that is done: the slot may pass it only
-// now that it is stored.
-func (s *session) parkBadRow(ctx context.Context, bad *decoder.BadRowError, pub Publisher) error {
-	dl := schema.DeadLetter{
-		Position:   bad.Position(),
-		Row:        bad.Row,
-		Aggregate:  schema.Aggregate{Type: bad.AggregateType, ID: bad.AggregateID},
-		CommitTime: bad.CommitTime,
-		Reason:     bad.Error(),
-	}
-	if bad.HasID {
-		id := bad.MessageID
-		dl.MessageID = &id
-	}
-	for attempt := 0; ; attempt++ {
-		_, err := s.cfg.Park(ctx, dl)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		d := min(s.cfg.RestartBackoffMin<<min(attempt, 10), s.cfg.RestartBackoffMax)
-		s.log.Warn("cannot park a bad outbox row yet; retrying", zap.Stringer("position", dl.Position), zap.Error(err), zap.Duration("retry_in", d))
-		if !sleep(ctx, d) {
-			return ctx.Err()
-		}
-	}
-	s.log.Warn("parked a bad outbox row in the dead-letter table", zap.Stringer("position", dl.Position),
-		zap.String("aggregate_type", dl.Aggregate.Type), zap.String("aggregate_id", dl.Aggregate.ID), zap.String("reason", dl.Reason))
-	if dl.Aggregate.Known() {
-		pub.Block(schema.Blocker{Aggregate: dl.Aggregate, Position: dl.Position, MessageID: dl.MessageID})
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.tr.Add(s.cur); err != nil {
-		return errorf("park at %s: %w", dl.Position, err)
-	}
-	if err := s.tr.Ack(s.cur); err != nil {
-		return errorf("park at %s: %w", dl.Position, err)
-	}
-	s.commits.follow(s.tr)
-	return nil
-}
-
 // keepalive offers a position past everything received (a server keepalive
 // or a heartbeat) to the confirm rule.
 func (s *session) keepalive(pos pglogrepl.LSN) {
@@ -269,42 +222,15 @@ func (s *session) apply(ctx context.Context, ev slot.Event, dec *decoder.Decoder
 func (s *session) decode(ctx context.Context, ev slot.Event, dec *decoder.Decoder, pub Publisher) error {
 	e, err := dec.Decode(ev.Data)
 	if err != nil {
-		var bad *decoder.BadRowError
-		if !errors.As(err, &bad) {
-			return errorf("decode wal at %s: %w", ev.Pos, err)
-		}
-		if s.cfg.Park == nil {
-			return fmt.Errorf("wal at %s: %w", ev.Pos, err)
-		}
-		return s.parkBadRow(ctx, bad, pub)
+		return s.undecodable(ctx, ev.Pos, err, pub)
 	}
 	switch e.Kind {
-	case decoder.KindBegin:
-		s.mu.Lock()
-		s.cur, err = s.tr.Begin()
-		if err == nil {
-			s.commits.begin(s.cur, e.CommitTime)
-		}
-		s.mu.Unlock()
-		s.curMsgs = 0
 	case decoder.KindMessage:
-		s.mu.Lock()
-		err = s.tr.Add(s.cur)
-		s.mu.Unlock()
-		if err == nil {
-			s.curMsgs++
-			err = pub.Publish(ctx, e.Message, uint64(s.cur))
-			failpoint.Inject("publish")
-			return err
-		}
+		return s.publish(ctx, ev.Pos, e.Message, pub)
+	case decoder.KindBegin:
+		err = s.begin(e.CommitTime)
 	case decoder.KindCommit:
-		s.mu.Lock()
-		err = s.tr.Commit(s.cur, e.EndLSN)
-		s.commits.follow(s.tr)
-		s.mu.Unlock()
-		if err == nil && s.curMsgs > 0 && s.prev.known(e.EndLSN) {
-			s.m.replayed.Add(float64(s.curMsgs))
-		}
+		err = s.commit(e.EndLSN)
 	case decoder.KindHeartbeat:
 		// Our own heartbeat: nothing to publish; its position is confirmable
 		// like a keepalive's, once nothing is in flight.
@@ -315,4 +241,68 @@ func (s *session) decode(ctx context.Context, ev slot.Event, dec *decoder.Decode
 		return errorf("wal at %s: %w", ev.Pos, err)
 	}
 	return nil
+}
+
+// undecodable hands a row the decoder could not turn into a message to the
+// publisher, which parks it (and acks it once stored) or halts, by policy.
+// Any other decoding error means the stream can no longer be trusted.
+func (s *session) undecodable(ctx context.Context, at pglogrepl.LSN, err error, pub Publisher) error {
+	bad, ok := decoder.AsBadRow(err)
+	if !ok {
+		return errorf("decode wal at %s: %w", at, err)
+	}
+	if err := s.add(at); err != nil {
+		return err
+	}
+	return pub.PublishBad(ctx, bad, uint64(s.cur))
+}
+
+// publish hands a message of the open transaction to the publisher.
+func (s *session) publish(ctx context.Context, at pglogrepl.LSN, m *schema.Message, pub Publisher) error {
+	if err := s.add(at); err != nil {
+		return err
+	}
+	s.curMsgs++
+	err := pub.Publish(ctx, m, uint64(s.cur))
+	failpoint.Inject("publish")
+	return err
+}
+
+// add counts one more message (or bad row) of the open transaction in the
+// tracker, before it goes to the publisher, so that its acknowledgement
+// can never come for something the tracker does not know.
+func (s *session) add(at pglogrepl.LSN) error {
+	s.mu.Lock()
+	err := s.tr.Add(s.cur)
+	s.mu.Unlock()
+	if err != nil {
+		return errorf("wal at %s: %w", at, err)
+	}
+	return nil
+}
+
+// begin opens the next transaction, committed at t.
+func (s *session) begin(t time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, err := s.tr.Begin()
+	if err != nil {
+		return err
+	}
+	s.cur, s.curMsgs = id, 0
+	s.commits.begin(id, t)
+	return nil
+}
+
+// commit closes the open transaction, ending at end, and counts its
+// messages as known replays when the last session had it done.
+func (s *session) commit(end pglogrepl.LSN) error {
+	s.mu.Lock()
+	err := s.tr.Commit(s.cur, end)
+	s.commits.follow(s.tr)
+	s.mu.Unlock()
+	if err == nil && s.curMsgs > 0 && s.prev.known(end) {
+		s.m.replayed.Add(float64(s.curMsgs))
+	}
+	return err
 }

@@ -84,8 +84,9 @@ type Config struct {
 	// Park, when set (the "park" policy), takes each message that cannot be
 	// published for good instead of failing the sink: a record Kafka refused
 	// for good, a payload over MaxPayloadBytes, a message without an
-	// aggregate id, a topic missing or refused, and every later message of
-	// an aggregate with a parked message (dl.BlockedBy set). Park stores dl
+	// aggregate id, a topic missing or refused, a row that is not a message
+	// (PublishBad), and every later message of an aggregate with a parked
+	// message (dl.BlockedBy set). Park stores dl
 	// durably; only after it returned parked=true and nil is the message
 	// acknowledged (AckFunc). parked=false is allowed for a blocked message
 	// only: the aggregate was unblocked meanwhile, and the sink publishes the
@@ -93,7 +94,8 @@ type Config struct {
 	// below, for as long as it takes, while the message's partition waits.
 	// Park is called from the partition goroutines (one call at a time per
 	// partition, several partitions at once: it must be safe for concurrent
-	// use) and from Publish. Defaults to nil (the "halt" policy): these cases
+	// use) and from Publish and PublishBad. The Guard is checked before each
+	// call. Defaults to nil (the "halt" policy): these cases
 	// fail the sink with an *Error.
 	Park func(ctx context.Context, dl schema.DeadLetter) (parked bool, err error)
 	// Blocked are the aggregates blocked when the sink starts, from the

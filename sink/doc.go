@@ -38,8 +38,11 @@
 // dead-letter table, and is acked only once Park said it is stored; its
 // aggregate is then blocked: every later message of the aggregate (by WAL
 // Position) is parked behind it, so the aggregate's order survives, while
-// other aggregates go on. The caller can block aggregates too
-// (Config.Blocked at start, Sink.Block for rows it parks itself). When Kafka
+// other aggregates go on. A row that could not even become a message (the
+// decoder's verdict) enters through PublishBad and takes the same path: it is
+// parked, in the caller's order, and blocks its aggregate, or it fails the
+// sink. Aggregates parked by earlier processes are blocked from the start
+// (Config.Blocked). When Kafka
 // refuses a batch of several records, the partition sends them again one at
 // a time, in order, each acknowledged before the next, to find the culprit:
 // Kafka writes nothing of a refused batch, so the others still reach it

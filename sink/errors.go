@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"syscall"
-	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
@@ -38,6 +36,14 @@ type Error struct {
 	Aggregate schema.Aggregate
 	Position  schema.Position
 	Err       error
+}
+
+// Refused reports whether err is, or wraps, the sink's *Error: a message
+// it cannot publish, under the halt policy. A new sink meets the message
+// again, until an operator fixes its cause.
+func Refused(err error) bool {
+	var e *Error
+	return errors.As(err, &e)
 }
 
 // messageError is the Error of message m (token) bound for topic/partition.
@@ -178,35 +184,4 @@ func isNetworkError(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-}
-
-// backoff is the wait before retry number attempt (0 for the first retry):
-// full jitter over an exponential ceiling min*2^attempt capped at max.
-// rnd returns a value in [0, n).
-func backoff(attempt int, min, max time.Duration, rnd func(n int64) int64) time.Duration {
-	ceiling := min
-	for i := 0; i < attempt && ceiling < max; i++ {
-		ceiling *= 2
-	}
-	if ceiling > max {
-		ceiling = max
-	}
-	return time.Duration(rnd(int64(ceiling) + 1))
-}
-
-func jitter(n int64) int64 { return rand.Int64N(n) }
-
-// sleep waits d or until one of the channels is closed, and reports whether
-// the whole wait passed.
-func sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-stop:
-		return false
-	}
 }

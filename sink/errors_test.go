@@ -11,10 +11,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
+
+	"github.com/walrelay/walrelay/backoff"
 )
 
 func TestClassify(t *testing.T) {
@@ -67,27 +68,13 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestBackoffBounds(t *testing.T) {
-	const lo, hi = 100 * time.Millisecond, 10 * time.Second
-	top := func(n int64) int64 { return n - 1 } // the largest value rnd may return
-	tests := []struct {
-		attempt int
-		want    time.Duration
-	}{
-		{0, lo}, {1, 2 * lo}, {3, 8 * lo}, {6, 6400 * time.Millisecond}, {7, hi}, {100, hi}, {1 << 30, hi},
-	}
-	for _, tt := range tests {
-		if got := backoff(tt.attempt, lo, hi, top); got != tt.want {
-			t.Errorf("backoff(%d) ceiling = %v; want %v", tt.attempt, got, tt.want)
-		}
-		if got := backoff(tt.attempt, lo, hi, func(int64) int64 { return 0 }); got != 0 {
-			t.Errorf("backoff(%d) floor = %v; want 0 (full jitter)", tt.attempt, got)
-		}
-	}
-	for range 1000 {
-		if d := backoff(5, lo, hi, jitter); d < 0 || d > 32*lo {
-			t.Fatalf("backoff(5) = %v; want within [0, %v]", d, 32*lo)
-		}
+// The sink's retries follow backoff.Policy (its tests check the doubling,
+// the cap and the full jitter) with the configured bounds.
+func TestRetryPolicyFromConfig(t *testing.T) {
+	cfg := testConfig()
+	h := start(t, cfg, noProduce(t), fixedPartitions(1))
+	if want := (backoff.Policy{Min: cfg.RetryBackoffMin, Max: cfg.RetryBackoffMax}); h.s.retry.Min != want.Min || h.s.retry.Max != want.Max {
+		t.Errorf("retry policy = %+v; want %+v", h.s.retry, want)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 
 func testInflight(t *testing.T, maxMsgs, maxBytes int) *inflight {
 	t.Helper()
-	return newInflight(maxMsgs, maxBytes, NewMetrics(nil))
+	return newInflight(maxMsgs, maxBytes, privateMetrics())
 }
 
 // acquireAsync starts acquire and returns a channel with its result.

@@ -64,7 +64,7 @@ func createTopic(t *testing.T, brokers []string, partitions int) string {
 // runSink starts a real sink; the returned function waits for Run.
 func runSink(t *testing.T, cfg Config, onAck AckFunc) (*Sink, func() error) {
 	t.Helper()
-	cfg.Metrics = NewMetrics(prometheus.NewRegistry())
+	cfg.Metrics = mustMetrics(t, prometheus.NewRegistry())
 	s, err := New(cfg, zaptest.NewLogger(t), onAck)
 	if err != nil {
 		t.Fatal(err)

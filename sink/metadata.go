@@ -10,6 +10,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/backoff"
 )
 
 // metadataClient tells how many partitions a topic has. With create, it
@@ -49,10 +51,10 @@ func newTopicError(err error) *topicError {
 // metadata whether the topic appeared meanwhile, so that each of them does
 // not wait for the verdict again.
 func (s *Sink) partitionCount(ctx context.Context, topic string) (int, error) {
-	s.topicsMu.Lock()
+	s.mu.Lock()
 	n, ok := s.topics[topic]
 	verdict := s.unusable[topic]
-	s.topicsMu.Unlock()
+	s.mu.Unlock()
 	switch {
 	case ok:
 		return n, nil
@@ -65,9 +67,9 @@ func (s *Sink) partitionCount(ctx context.Context, topic string) (int, error) {
 			return 0, err
 		}
 		terr := newTopicError(err)
-		s.topicsMu.Lock()
+		s.mu.Lock()
 		s.unusable[topic] = terr
-		s.topicsMu.Unlock()
+		s.mu.Unlock()
 		return 0, terr
 	}
 	s.routed(topic, n)
@@ -90,10 +92,10 @@ func (s *Sink) recheck(ctx context.Context, topic string, verdict *topicError) (
 
 // routed fixes the partition count of topic.
 func (s *Sink) routed(topic string, n int) {
-	s.topicsMu.Lock()
+	s.mu.Lock()
 	s.topics[topic] = n
 	delete(s.unusable, topic)
-	s.topicsMu.Unlock()
+	s.mu.Unlock()
 	s.log.Info("topic routed", zap.String("topic", topic), zap.Int("partitions", n))
 }
 
@@ -108,6 +110,9 @@ func (s *Sink) lookupPartitions(ctx context.Context, topic string) (int, error) 
 	if err := validateTopic(topic); err != nil {
 		return 0, fmt.Errorf("%w: %v", kafka.InvalidTopic, err)
 	}
+	ctx, cancel := s.untilHalted(ctx)
+	defer cancel()
+	retry := backoff.Policy{Min: s.cfg.RetryBackoffMin, Max: min(s.cfg.RetryBackoffMax, time.Second)}
 	var missingSince time.Time // zero until the topic was found missing
 	for attempt := 0; ; attempt++ {
 		create := !missingSince.IsZero() && !s.cfg.NoCreateTopics
@@ -116,7 +121,7 @@ func (s *Sink) lookupPartitions(ctx context.Context, topic string) (int, error) 
 			return n, nil
 		}
 		if ctx.Err() != nil {
-			return 0, ctx.Err()
+			return 0, s.ended(ctx, ctx.Err())
 		}
 		missing := errors.Is(err, kafka.UnknownTopicOrPartition) || errors.Is(err, kafka.LeaderNotAvailable)
 		switch {
@@ -133,16 +138,13 @@ func (s *Sink) lookupPartitions(ctx context.Context, topic string) (int, error) 
 		}
 		s.m.errors.WithLabelValues(classify(err).String()).Inc()
 		s.m.retries.Inc()
-		d := backoff(attempt, s.cfg.RetryBackoffMin, min(s.cfg.RetryBackoffMax, time.Second), s.rnd)
+		d := retry.Delay(attempt)
 		if !missing {
 			s.log.Warn("metadata request failed, retrying", zap.String("topic", topic), zap.Int("attempt", attempt+1),
 				zap.Duration("backoff", d), zap.Error(err))
 		}
-		if !sleep(ctx, s.halt, d) {
-			if err := s.stopped(); err != nil {
-				return 0, err
-			}
-			return 0, ctx.Err()
+		if err := backoff.Sleep(ctx, d); err != nil {
+			return 0, s.ended(ctx, err)
 		}
 	}
 }
@@ -158,7 +160,7 @@ func (s *Sink) logMissing(topic string) {
 
 func (s *Sink) missingError(topic string, err error) error {
 	if s.cfg.NoCreateTopics {
-		return fmt.Errorf("topic %q does not exist and topic creation is off (--kafka-create-topics=false): %w", topic, err)
+		return fmt.Errorf("topic %q does not exist and topic creation is off: %w", topic, err)
 	}
 	return fmt.Errorf("topic %q does not exist and was not created within %v (is auto.create.topics.enable off?): %w",
 		topic, s.createWait, err)

@@ -2,6 +2,8 @@ package sink
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walrelay/walrelay/promreg"
 )
 
 // Metrics are the sink's Prometheus collectors. Make them once per process
@@ -17,8 +19,9 @@ type Metrics struct {
 	blocked          prometheus.Gauge
 }
 
-// NewMetrics registers the collectors with reg; a nil reg keeps them private.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics makes the collectors and registers them with reg, all or none;
+// a nil reg keeps them private.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "walrelay_published_messages_total",
@@ -61,13 +64,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range parkReasons {
 		m.parked.WithLabelValues(r)
 	}
-	if reg != nil {
-		reg.MustRegister(m.published, m.inFlightMessages, m.inFlightBytes, m.retries, m.errors,
-			m.parked, m.parkFailures, m.blocked)
+	err := promreg.Register(reg, "sink metrics", m.published, m.inFlightMessages, m.inFlightBytes, m.retries, m.errors,
+		m.parked, m.parkFailures, m.blocked)
+	if err != nil {
+		return nil, err
 	}
-	return m
+	return m, nil
 }
 
-// ParkedBadRow counts a row that the relay parked because it could not be
-// decoded (walrelay_parked_messages_total{reason="bad_row"}).
-func (m *Metrics) ParkedBadRow() { m.parked.WithLabelValues(parkedBadRow).Inc() }
+// privateMetrics are collectors nobody exports, for a sink without
+// Config.Metrics.
+func privateMetrics() *Metrics {
+	m, _ := NewMetrics(nil) // registers nothing, so it cannot fail
+	return m
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/backoff"
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -106,20 +107,15 @@ func (b *blocks) lift(x schema.Blocker) {
 	}
 }
 
-// Block parks every message of b's aggregate positioned after b behind it.
-// The relay calls it when it parks a row the decoder could not decode,
-// before it publishes anything later. A block by an earlier message of the
-// aggregate stays.
-func (s *Sink) Block(b schema.Blocker) { s.blocks.add(b) }
-
-// judge returns the verdict on a queued record, if it must be parked: it
-// waits behind a blocker, or Publish found it bad.
-func (s *Sink) judge(r *record) (verdict, bool) {
-	if r.msg == nil {
-		return verdict{}, false
-	}
-	if b, ok := s.blocks.blocking(r.msg); ok {
-		return blockedVerdict(b), true
+// verdictOn returns the verdict on a record, if it must be parked: it
+// waits behind a blocker, or it came with a verdict (Publish found it bad,
+// or it is a bad row). A bad row is parked as such even behind a blocker:
+// it is the row's own fault, and the earlier blocker stays.
+func (s *Sink) verdictOn(r *record) (verdict, bool) {
+	if r.msg != nil {
+		if b, ok := s.blocks.blocking(r.msg); ok {
+			return blockedVerdict(b), true
+		}
 	}
 	if r.bad != nil {
 		return *r.bad, true
@@ -127,50 +123,51 @@ func (s *Sink) judge(r *record) (verdict, bool) {
 	return verdict{}, false
 }
 
-// place is where a message was headed; partition is -1 before routing.
+// place is where a record was headed; partition is -1 before routing.
 type place struct {
 	topic     string
 	partition int
 }
 
-// park hands m to Config.Park for v and reports whether it is parked. With
-// no Park, it fails the sink with an *Error instead. Park errors are
-// retried until ctx is done or stop is closed. When Park declines a blocked
-// message, the block is lifted and park returns false, nil: the caller
-// judges the message again. A first failure blocks m's aggregate.
-func (s *Sink) park(ctx context.Context, stop <-chan struct{}, at place, m *schema.Message, token uint64, v verdict) (bool, error) {
+// park is the one way a record leaves the sink without Kafka: it hands r's
+// dead letter to Config.Park for v and, once stored, blocks r's aggregate
+// (for a first failure), counts and logs it and acks r. Without Park it
+// fails the sink instead. When Park declines a blocked record, the block
+// is lifted and park returns false, nil: the caller judges r again.
+func (s *Sink) park(ctx context.Context, at place, r *record, v verdict) (bool, error) {
 	if s.cfg.Park == nil {
-		return false, s.fail(messageError(at.topic, at.partition, m, token, v.err))
+		return false, s.fail(s.refusal(r, at, v.err))
 	}
-	dl := deadLetter(m, at.topic, v)
-	parked, err := s.callPark(ctx, stop, at, dl)
+	dl := s.deadLetter(r, at.topic, v)
+	parked, err := s.store(ctx, at, dl)
 	switch {
 	case err != nil:
 		return false, err
 	case !parked && v.by == nil:
-		return false, s.fail(messageError(at.topic, at.partition, m, token,
-			fmt.Errorf("the dead-letter store declined a message that is not blocked (%s)", dl.Reason)))
+		return false, s.fail(s.refusal(r, at, fmt.Errorf("the dead-letter store declined a message that is not blocked (%s)", dl.Reason)))
 	case !parked:
 		s.blocks.lift(*v.by)
 		s.log.Info("aggregate unblocked meanwhile, publishing the message after all",
-			append(messageFields(m, at), zap.String("blocked_by", blockerName(*v.by)))...)
+			append(letterFields(dl, at), zap.String("blocked_by", blockerName(*v.by)))...)
 		return false, nil
 	}
 	if v.by == nil {
 		s.blocks.add(schema.Blocker{Aggregate: dl.Aggregate, Position: dl.Position, MessageID: dl.MessageID})
 	}
 	s.m.parked.WithLabelValues(v.class).Inc()
-	s.logParked(m, at, dl, v)
+	s.logParked(dl, at, v)
+	s.inflight.release(1, s.report([]*record{r}))
 	return true, nil
 }
 
-// callPark calls Config.Park until it answers without an error. Before each
-// call it checks the Guard: a process that lost its lease parks nothing.
-func (s *Sink) callPark(ctx context.Context, stop <-chan struct{}, at place, dl schema.DeadLetter) (bool, error) {
+// store calls Config.Park until it answers without an error, with backoff.
+// Before each call it checks the Guard: a process that lost its lease
+// parks nothing.
+func (s *Sink) store(ctx context.Context, at place, dl schema.DeadLetter) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		if s.cfg.Guard != nil {
 			if err := s.cfg.Guard(); err != nil {
-				return false, fmt.Errorf("not parking message %s: %w", dl.Message.ID, err)
+				return false, fmt.Errorf("not parking the row at %s: %w", dl.Position, err)
 			}
 		}
 		parked, err := s.cfg.Park(ctx, dl)
@@ -181,20 +178,31 @@ func (s *Sink) callPark(ctx context.Context, stop <-chan struct{}, at place, dl 
 			return false, ctx.Err()
 		}
 		s.m.parkFailures.Inc()
-		d := backoff(attempt, s.cfg.RetryBackoffMin, s.cfg.RetryBackoffMax, s.rnd)
-		s.log.Warn("parking a message failed, retrying", append(messageFields(dl.Message, at),
+		d := s.retry.Delay(attempt)
+		s.log.Warn("parking a message failed, retrying", append(letterFields(dl, at),
 			zap.Int("attempt", attempt+1), zap.Duration("backoff", d), zap.Error(err))...)
-		if !sleep(ctx, stop, d) {
-			if err := s.stopped(); err != nil {
-				return false, err
-			}
-			return false, ctx.Err()
+		if err := backoff.Sleep(ctx, d); err != nil {
+			return false, err
 		}
 	}
 }
 
-// deadLetter is the dead-letter row of m, headed for topic, parked for v.
-func deadLetter(m *schema.Message, topic string, v verdict) schema.DeadLetter {
+// refusal is the error that fails the sink, under the halt policy, on r.
+func (s *Sink) refusal(r *record, at place, err error) error {
+	if r.row != nil {
+		return fmt.Errorf("row at %s: %w", r.row.DeadLetter().Position, err)
+	}
+	return messageError(at.topic, at.partition, r.msg, r.token, err)
+}
+
+// deadLetter is the dead-letter row of r, headed for topic, parked for v.
+func (s *Sink) deadLetter(r *record, topic string, v verdict) schema.DeadLetter {
+	if r.row != nil {
+		dl := r.row.DeadLetter()
+		dl.Reason = oneLine(v.err.Error())
+		return dl
+	}
+	m := r.msg
 	id := m.ID
 	return schema.DeadLetter{
 		Position:   m.Position(),
@@ -214,18 +222,21 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-func messageFields(m *schema.Message, at place) []zap.Field {
-	return []zap.Field{
-		zap.Stringer("message_id", m.ID), zap.String("aggregate_type", m.AggregateType),
-		zap.String("aggregate_id", m.AggregateID), zap.Stringer("position", m.Position()),
-		zap.String("topic", at.topic), zap.Int("partition", at.partition),
+// letterFields are the log fields of a dead letter headed for at.
+func letterFields(dl schema.DeadLetter, at place) []zap.Field {
+	fields := make([]zap.Field, 0, 6)
+	if dl.MessageID != nil {
+		fields = append(fields, zap.Stringer("message_id", dl.MessageID))
 	}
+	return append(fields, zap.String("aggregate_type", dl.Aggregate.Type),
+		zap.String("aggregate_id", dl.Aggregate.ID), zap.Stringer("position", dl.Position),
+		zap.String("topic", at.topic), zap.Int("partition", at.partition))
 }
 
-// logParked logs a parked message once: a first failure as a warning, a
+// logParked logs a parked record once: a first failure as a warning, a
 // message parked behind it as information.
-func (s *Sink) logParked(m *schema.Message, at place, dl schema.DeadLetter, v verdict) {
-	fields := append(messageFields(m, at), zap.String("reason", dl.Reason), zap.String("reason_class", v.class))
+func (s *Sink) logParked(dl schema.DeadLetter, at place, v verdict) {
+	fields := append(letterFields(dl, at), zap.String("reason", dl.Reason), zap.String("reason_class", v.class))
 	if v.by != nil {
 		s.log.Info("message parked behind its aggregate's blocker", fields...)
 		return
@@ -233,23 +244,46 @@ func (s *Sink) logParked(m *schema.Message, at place, dl schema.DeadLetter, v ve
 	s.log.Warn("message parked in the dead-letter table; later messages of its aggregate will wait behind it", fields...)
 }
 
-// parkNow parks m from Publish, in the caller's order: a message that has
-// no partition to wait in (no aggregate id, its topic missing or refused).
-// A message parked is acknowledged before parkNow returns.
-func (s *Sink) parkNow(ctx context.Context, topic string, m *schema.Message, token uint64, v verdict) error {
+// parkNow parks r from Publish, in the caller's order: a record that has no
+// partition to wait in (a bad row, a message without an aggregate id, its
+// topic missing or refused). It takes r's in-flight room first, as every
+// record the sink holds does, and returns once r is parked and acked.
+// Its waits end when the sink halts.
+func (s *Sink) parkNow(ctx context.Context, topic string, r *record, v verdict) error {
+	ctx, cancel := s.untilHalted(ctx)
+	defer cancel()
+	if err := s.acquire(ctx, r); err != nil {
+		return s.ended(ctx, err)
+	}
+	r.bad = &v
 	at := place{topic: topic, partition: -1}
 	for {
-		w := v
-		if b, ok := s.blocks.blocking(m); ok {
-			w = blockedVerdict(b)
-		}
-		parked, err := s.park(ctx, s.halt, at, m, token, w)
-		if err != nil {
-			return err
-		}
-		if parked {
-			s.ackToken(token)
-			return nil
+		w, _ := s.verdictOn(r)
+		parked, err := s.park(ctx, at, r, w)
+		if err != nil || parked {
+			if !parked {
+				s.inflight.release(1, r.size)
+			}
+			return s.ended(ctx, err)
 		}
 	}
+}
+
+// untilHalted is ctx, ended too when the sink halts (Close or failure), for
+// the waits of Publish: a caller in a retry loop wakes when the sink stops.
+func (s *Sink) untilHalted(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.halted, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// ended is err as Publish returns it: when err came from a wait on ctx
+// that ended because the sink halted, the reason it halted.
+func (s *Sink) ended(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		if stop := s.stopped(); stop != nil {
+			return stop
+		}
+	}
+	return err
 }

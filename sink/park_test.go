@@ -174,7 +174,7 @@ func TestParkPayloadOverLimitAckedOnlyAfterPark(t *testing.T) {
 		t.Fatalf("parked %d messages; want 2", len(dls))
 	}
 	checkDeadLetter(t, dls[0], big, "outbox.order", nil)
-	if want := "payload of 22 bytes is over the limit of 12 bytes (--max-payload-bytes)"; dls[0].Reason != want {
+	if want := "payload of 22 bytes is over the limit of 12 bytes (the maximum payload size)"; dls[0].Reason != want {
 		t.Errorf("reason = %q; want %q", dls[0].Reason, want)
 	}
 	checkDeadLetter(t, dls[1], m2, "outbox.order", big)
@@ -352,26 +352,129 @@ func TestParkBlockedAtStartBlocksLaterPositionsOnly(t *testing.T) {
 	checkDeadLetter(t, dls[0], ms[3], "outbox.order", blocker)
 }
 
-func TestParkBlockThenPublishParks(t *testing.T) {
+// badRow is a row that is not a message, as the decoder reports one.
+type badRow struct {
+	dl schema.DeadLetter
+}
+
+func (b badRow) Error() string {
+	return "bad outbox row in transaction " + b.dl.Position.CommitLSN.String()
+}
+func (b badRow) DeadLetter() schema.DeadLetter { return b.dl }
+
+func newBadRow(lsn int, aggregateID string) badRow {
+	null, empty := (*string)(nil), ""
+	return badRow{schema.DeadLetter{
+		Position:  schema.Position{CommitLSN: pglogrepl.LSN(lsn)},
+		Aggregate: schema.Aggregate{Type: "order", ID: aggregateID},
+		Row:       map[string]*string{"aggregate_id": &empty, "payload": null},
+		Reason:    "the decoder's reason",
+	}}
+}
+
+// A bad row is parked at once, in the caller's order, and acked once
+// parked; it blocks the later messages of its aggregate, not the earlier
+// ones, nor other aggregates.
+func TestPublishBadParksAndBlocks(t *testing.T) {
 	w := &writes{}
 	pl := &parkLog{}
 	cfg := testConfig()
 	cfg.Park = pl.park
 	h := start(t, cfg, w.producer(t), fixedPartitions(1))
 	publishAll(t, h.s, pmsg(1, "a"))
-	badRow := schema.Position{CommitLSN: 1002}
-	h.s.Block(schema.Blocker{Aggregate: schema.Aggregate{Type: "order", ID: "a"}, Position: badRow}) // no message id
+	bad := newBadRow(1002, "a") // no message id
+	if err := h.s.PublishBad(context.Background(), bad, 2); err != nil {
+		t.Fatalf("PublishBad = %v; want nil", err)
+	}
+	if got := h.acks.get(); !slices.Contains(got, 2) {
+		t.Errorf("acks after PublishBad = %v; want 2 among them (parked before it returned)", got)
+	}
 	publishAll(t, h.s, pmsg(3, "a"), pmsg(4, "b"))
 	closeAndWait(t, h)
 	if written, _ := w.get(); fmt.Sprint(written) != fmt.Sprint([]string{value(1), value(4)}) {
 		t.Errorf("written = %v; want 1 and 4", written)
 	}
 	dls := pl.get()
-	if len(dls) != 1 || dls[0].BlockedBy == nil || dls[0].BlockedBy.Position != badRow || dls[0].Reason != "blocked by the row at 0/3EA#0" {
-		t.Fatalf("dead letters = %+v; want message 3 blocked by the row at 0/3EA#0", dls)
+	if len(dls) != 2 {
+		t.Fatalf("dead letters = %+v; want the bad row and message 3", dls)
 	}
-	if got := fmt.Sprint(h.acks.get()); got != "[1 3 4]" {
-		t.Errorf("acks = %s; want [1 3 4]", got)
+	if row := dls[0]; row.Position != bad.dl.Position || row.Message != nil || row.MessageID != nil || row.Row["aggregate_id"] == nil ||
+		row.Reason != bad.Error() || row.BlockedBy != nil {
+		t.Errorf("dead letter of the bad row = %+v; want its position, columns and the error as reason", row)
+	}
+	if dl := dls[1]; dl.BlockedBy == nil || dl.BlockedBy.Position != bad.dl.Position || dl.Reason != "blocked by the row at 0/3EA#0" {
+		t.Errorf("dead letter = %+v; want message 3 blocked by the row at 0/3EA#0", dl)
+	}
+	// The bad row was acked in the caller's order, the messages in their
+	// partition's: only the set is fixed.
+	got := h.acks.get()
+	slices.Sort(got)
+	if fmt.Sprint(got) != "[1 2 3 4]" {
+		t.Errorf("acks = %v; want 1, 2, 3 and 4", got)
+	}
+	if v := parkedCount(t, h, parkedBadRow); v != 1 {
+		t.Errorf("parked bad rows = %v; want 1", v)
+	}
+}
+
+// A bad row without an aggregate id is parked and blocks nothing.
+func TestPublishBadWithoutAggregateBlocksNothing(t *testing.T) {
+	w := &writes{}
+	pl := &parkLog{}
+	cfg := testConfig()
+	cfg.Park = pl.park
+	h := start(t, cfg, w.producer(t), fixedPartitions(1))
+	if err := h.s.PublishBad(context.Background(), newBadRow(1001, ""), 1); err != nil {
+		t.Fatalf("PublishBad = %v; want nil", err)
+	}
+	publishAll(t, h.s, pmsg(2, "a"))
+	closeAndWait(t, h)
+	if written, _ := w.get(); fmt.Sprint(written) != fmt.Sprint([]string{value(2)}) {
+		t.Errorf("written = %v; want 2", written)
+	}
+	if v := metricValue(t, h.s.m.blocked); v != 0 {
+		t.Errorf("blocked_aggregates = %v; want 0", v)
+	}
+	if got := fmt.Sprint(h.acks.get()); got != "[1 2]" {
+		t.Errorf("acks = %s; want [1 2]", got)
+	}
+}
+
+// Storing a bad row is retried, checked against the Guard before each
+// attempt, and acked only once stored.
+func TestPublishBadRetriesUnderTheGuard(t *testing.T) {
+	var calls, guards atomic.Int32
+	var h *harness
+	pl := &parkLog{decide: func(schema.DeadLetter) (bool, error) {
+		if got := h.acks.get(); len(got) != 0 {
+			t.Errorf("acks while parking = %v; want none", got)
+		}
+		if calls.Add(1) <= 2 {
+			return false, errors.New("dead-letter table unreachable")
+		}
+		return true, nil
+	}}
+	cfg := testConfig()
+	cfg.Park = pl.park
+	cfg.Guard = func() error { guards.Add(1); return nil }
+	h = start(t, cfg, noProduce(t), fixedPartitions(1))
+	if err := h.s.PublishBad(context.Background(), newBadRow(1001, "a"), 1); err != nil {
+		t.Fatalf("PublishBad = %v; want nil", err)
+	}
+	if calls.Load() != 3 || guards.Load() != 3 {
+		t.Errorf("Park called %d times, Guard %d; want 3 and 3", calls.Load(), guards.Load())
+	}
+	if got := fmt.Sprint(h.acks.get()); got != "[1]" {
+		t.Errorf("acks = %s; want [1]", got)
+	}
+	lost := errors.New("lease lost")
+	cfg.Guard = func() error { return lost }
+	h2 := start(t, cfg, noProduce(t), fixedPartitions(1))
+	if err := h2.s.PublishBad(context.Background(), newBadRow(1002, "a"), 2); !errors.Is(err, lost) {
+		t.Errorf("PublishBad without the lease = %v; want the Guard's error", err)
+	}
+	if got := h2.acks.get(); len(got) != 0 {
+		t.Errorf("acks without the lease = %v; want none", got)
 	}
 }
 
@@ -464,7 +567,7 @@ func TestParkNilFailsWithError(t *testing.T) {
 		err := h.s.Publish(context.Background(), pmsg(0, "k"), 9)
 		var perr *Error
 		if !errors.As(err, &perr) || perr.Token != 9 || perr.Topic != "outbox.order" || perr.Partition != partitionFor("k", 3) ||
-			!strings.Contains(err.Error(), "payload of 7 bytes is over the limit of 5 bytes (--max-payload-bytes)") {
+			!strings.Contains(err.Error(), "payload of 7 bytes is over the limit of 5 bytes (the maximum payload size)") {
 			t.Fatalf("Publish = %v; want *Error naming token 9, its partition and the limit", err)
 		}
 		if err := h.wait(t); !errors.As(err, &perr) {
@@ -479,6 +582,21 @@ func TestParkNilFailsWithError(t *testing.T) {
 		var perr *Error
 		if err := h.wait(t); !errors.As(err, &perr) || perr.Token != 0 || !strings.Contains(err.Error(), "blocked by the row at 0/1#0") {
 			t.Errorf("Run = %v; want *Error for token 0, blocked", err)
+		}
+		if got := h.acks.get(); len(got) != 0 {
+			t.Errorf("acks = %v; want none", got)
+		}
+	})
+	t.Run("bad row", func(t *testing.T) {
+		h := start(t, testConfig(), noProduce(t), fixedPartitions(1))
+		bad := newBadRow(1001, "k")
+		err := h.s.PublishBad(context.Background(), bad, 3)
+		var row badRow
+		if !errors.As(err, &row) || !strings.Contains(err.Error(), "row at 0/3E9#0: "+bad.Error()) {
+			t.Fatalf("PublishBad = %v; want the row's error, with its position", err)
+		}
+		if err := h.wait(t); !errors.As(err, &row) {
+			t.Errorf("Run = %v; want the row's error", err)
 		}
 		if got := h.acks.get(); len(got) != 0 {
 			t.Errorf("acks = %v; want none", got)
@@ -561,8 +679,7 @@ func TestBlocks(t *testing.T) {
 
 func TestParkedMetricStartsAtZeroForEveryReason(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
-	m.ParkedBadRow()
+	mustMetrics(t, reg)
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -576,7 +693,7 @@ func TestParkedMetricStartsAtZeroForEveryReason(t *testing.T) {
 			got[s.GetLabel()[0].GetValue()] = s.GetCounter().GetValue()
 		}
 	}
-	want := map[string]float64{"kafka_refused": 0, "payload_too_large": 0, "topic_missing": 0, "topic_refused": 0, "blocked": 0, "bad_row": 1}
+	want := map[string]float64{"kafka_refused": 0, "payload_too_large": 0, "topic_missing": 0, "topic_refused": 0, "blocked": 0, "bad_row": 0}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("walrelay_parked_messages_total = %v; want %v", got, want)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/backoff"
 	"github.com/walrelay/walrelay/failpoint"
 )
 
@@ -79,7 +80,7 @@ func batchLen(queue []*record, maxMsgs, maxBytes int) int {
 	return len(queue)
 }
 
-// work is the goroutine of partition p: it delivers batch after batch until
+// work is the goroutine of partition p: it handles batch after batch until
 // the queue is drained after Close (nil), a batch fails for good (*Error),
 // or ctx is done.
 func (s *Sink) work(ctx context.Context, p *partition) error {
@@ -88,21 +89,22 @@ func (s *Sink) work(ctx context.Context, p *partition) error {
 		if err != nil || batch == nil {
 			return err
 		}
-		if err := s.deliver(ctx, p, batch); err != nil {
+		if err := s.flush(ctx, p, batch); err != nil {
 			return err
 		}
 	}
 }
 
-// deliver handles the records of batch in order: each run of records that
-// may go to Kafka is produced as one request, each record that must be
-// parked (blocked, or found bad by Publish) is parked. A run Kafka refuses
-// for good fails the sink without Park, and is isolated with it.
-func (s *Sink) deliver(ctx context.Context, p *partition, batch []*record) error {
+// flush handles the records of batch in order: each run of records that
+// need no parking is produced as one request, each other record is parked.
+// When Kafka refuses a run for good, its records are sent one at a time to
+// find the culprit (under the halt policy too: the records before it are
+// published, and the sink fails naming the culprit itself).
+func (s *Sink) flush(ctx context.Context, p *partition, batch []*record) error {
 	for len(batch) > 0 {
-		n := s.producible(batch)
+		n := s.publishable(batch)
 		if n == 0 {
-			if err := s.deliverOne(ctx, p, batch[0]); err != nil {
+			if err := s.sendAlone(ctx, p, batch[0]); err != nil {
 				return err
 			}
 			batch = batch[1:]
@@ -114,13 +116,11 @@ func (s *Sink) deliver(ctx context.Context, p *partition, batch []*record) error
 		var refused *refusedError
 		switch {
 		case err == nil:
-			s.ack(p, run)
+			s.acked(p, run)
 		case !errors.As(err, &refused):
 			return err
 		default:
-			// Under halt too: the records before the culprit are
-			// delivered, and the sink fails naming the culprit itself.
-			if err := s.isolate(ctx, p, run, refused.err); err != nil {
+			if err := s.findRefused(ctx, p, run, refused.err); err != nil {
 				return err
 			}
 		}
@@ -128,72 +128,64 @@ func (s *Sink) deliver(ctx context.Context, p *partition, batch []*record) error
 	return nil
 }
 
-// producible is how many records from the front of batch need no parking.
-func (s *Sink) producible(batch []*record) int {
+// publishable is how many records from the front of batch need no parking.
+func (s *Sink) publishable(batch []*record) int {
 	for i, r := range batch {
-		if _, park := s.judge(r); park {
+		if _, park := s.verdictOn(r); park {
 			return i
 		}
 	}
 	return len(batch)
 }
 
-// isolate finds what Kafka refused in run without breaking its order: a
+// findRefused finds what Kafka refused in run without breaking its order: a
 // single record is parked; several are sent one at a time, each
 // acknowledged (or parked) before the next. Kafka wrote none of a refused
 // batch, so each record still reaches Kafka once, or is parked.
-func (s *Sink) isolate(ctx context.Context, p *partition, run []*record, err error) error {
+func (s *Sink) findRefused(ctx context.Context, p *partition, run []*record, err error) error {
 	if len(run) == 1 {
-		_, err := s.divert(ctx, p, run[0], verdict{class: parkedRefused, err: refusal(err)})
+		_, err := s.park(ctx, place{p.topic, p.id}, run[0], refusedVerdict(err))
 		return err
 	}
 	s.log.Warn("kafka refused a batch for good, sending its records one at a time to find the culprit",
 		zap.String("topic", p.topic), zap.Int("partition", p.id), zap.Int("messages", len(run)),
 		zap.Stringer("first_message_id", run[0].id), zap.Error(err))
 	for _, r := range run {
-		if err := s.deliverOne(ctx, p, r); err != nil {
+		if err := s.sendAlone(ctx, p, r); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// deliverOne parks r when it must be, else produces it alone, and parks it
-// when Kafka refuses it for good.
-func (s *Sink) deliverOne(ctx context.Context, p *partition, r *record) error {
+// sendAlone parks r when it must be, else produces it alone, and parks it
+// when Kafka refuses it for good. When Park declines a blocked record (its
+// aggregate was unblocked meanwhile), r is judged again.
+func (s *Sink) sendAlone(ctx context.Context, p *partition, r *record) error {
 	for {
-		v, park := s.judge(r)
+		v, park := s.verdictOn(r)
 		if !park {
 			err := s.send(ctx, p, []*record{r})
 			var refused *refusedError
 			switch {
 			case err == nil:
-				s.ack(p, []*record{r})
+				s.acked(p, []*record{r})
 				return nil
 			case !errors.As(err, &refused):
 				return err
 			}
-			v = verdict{class: parkedRefused, err: refusal(refused.err)}
+			v = refusedVerdict(refused.err)
 		}
-		if done, err := s.divert(ctx, p, r, v); done || err != nil {
+		if parked, err := s.park(ctx, place{p.topic, p.id}, r, v); parked || err != nil {
 			return err
 		}
-		// Park declined a blocked record: its aggregate was unblocked.
 	}
 }
 
-// divert parks r for v and, once parked, acknowledges it. It reports false
-// without error when Park declined a blocked record (the block is lifted).
-func (s *Sink) divert(ctx context.Context, p *partition, r *record, v verdict) (bool, error) {
-	parked, err := s.park(ctx, nil, place{p.topic, p.id}, r.msg, r.token, v)
-	if parked {
-		s.settle([]*record{r})
-	}
-	return parked, err
+// refusedVerdict is the verdict on a record Kafka refused for good.
+func refusedVerdict(err error) verdict {
+	return verdict{class: parkedRefused, err: fmt.Errorf("kafka refused the record: %w", err)}
 }
-
-// refusal is the reason of a record Kafka refused for good.
-func refusal(err error) error { return fmt.Errorf("kafka refused the record: %w", err) }
 
 // nextBatch waits for the next due batch of p; nil, nil means drained.
 func (s *Sink) nextBatch(ctx context.Context, p *partition) ([]*record, error) {
@@ -253,14 +245,14 @@ func (s *Sink) send(ctx context.Context, p *partition, batch []*record) error {
 		if class == classPermanent {
 			return &refusedError{err}
 		}
-		d := backoff(attempt, s.cfg.RetryBackoffMin, s.cfg.RetryBackoffMax, s.rnd)
+		d := s.retry.Delay(attempt)
 		s.log.Warn("produce failed, retrying the batch",
 			zap.String("topic", p.topic), zap.Int("partition", p.id), zap.Int("messages", len(batch)),
 			zap.Stringer("first_message_id", batch[0].id), zap.Int("attempt", attempt+1),
 			zap.Duration("backoff", d), zap.Stringer("class", class), zap.Error(err))
 		s.m.retries.Inc()
-		if !sleep(ctx, nil, d) {
-			return ctx.Err()
+		if err := backoff.Sleep(ctx, d); err != nil {
+			return err
 		}
 	}
 }
@@ -301,17 +293,16 @@ func kafkaRecords(batch []*record) []kafka.Record {
 	return out
 }
 
-// ack reports every record of a batch Kafka acknowledged, in order, and
+// acked reports every record of a batch Kafka acknowledged, in order, and
 // frees its in-flight room.
-func (s *Sink) ack(p *partition, batch []*record) {
-	s.settle(batch)
+func (s *Sink) acked(p *partition, batch []*record) {
+	s.inflight.release(len(batch), s.report(batch))
 	p.published.Add(float64(len(batch)))
 }
 
-// settle reports every record of batch as done (acknowledged by Kafka, or
-// parked), in order, and frees its in-flight room.
-func (s *Sink) settle(batch []*record) {
-	size := 0
+// report tells onAck, in order, that every record of batch is done
+// (acknowledged by Kafka, or parked), and returns their size.
+func (s *Sink) report(batch []*record) (size int) {
 	s.ackMu.Lock()
 	for _, r := range batch {
 		s.onAck(r.token)
@@ -319,15 +310,7 @@ func (s *Sink) settle(batch []*record) {
 	}
 	s.ackMu.Unlock()
 	failpoint.Inject("after-ack")
-	s.inflight.release(len(batch), size)
-}
-
-// ackToken reports a message parked before it was queued.
-func (s *Sink) ackToken(token uint64) {
-	s.ackMu.Lock()
-	s.onAck(token)
-	s.ackMu.Unlock()
-	failpoint.Inject("after-ack")
+	return size
 }
 
 // refusedError is a produce that Kafka refused for good.

@@ -55,10 +55,13 @@ type record struct {
 	size int
 	// wire estimates the encoded size, for the batch byte bound.
 	wire int
-	// msg is the message, for Park.
+	// msg is the message, for Park; nil for a bad row.
 	msg *schema.Message
-	// bad, when set, is why Publish found the message unpublishable: the
-	// partition parks it when its turn comes.
+	// row is a row that could not become a message (PublishBad); else nil.
+	row BadRow
+	// bad, when set, is the verdict the record came with: Publish found the
+	// message unpublishable, or it is a bad row. It is parked when its turn
+	// comes.
 	bad *verdict
 }
 

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/walrelay/walrelay/backoff"
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -19,8 +20,8 @@ import (
 // acknowledged it with acks=all, or once Config.Park has parked it. It is
 // called exactly once per such message, in publish order within a
 // partition, never concurrently with itself, from the sink's partition
-// goroutines (or, for a message parked before it was queued, from Publish
-// before it returns): it must be quick and must not call Publish or Close.
+// goroutines (or, for a message or row parked before it was queued, from
+// Publish or PublishBad before it returns): it must be quick and must not call Publish or Close.
 // Messages of a failed batch are never acked.
 type AckFunc func(token uint64)
 
@@ -38,21 +39,20 @@ type Sink struct {
 	prod     producer
 	meta     metadataClient
 	m        *Metrics
+	retry    backoff.Policy // between attempts of a produce or a park
 	inflight *inflight
 	blocks   *blocks
 	now      func() time.Time
-	rnd      func(int64) int64
 	// createWait is topicCreateWait, shortened by tests.
 	createWait time.Duration
 	// closeTransport releases the transport's connections and goroutines
 	// when the sink made the transport itself; otherwise a no-op.
 	closeTransport func()
 
-	topicsMu sync.Mutex
-	topics   map[string]int // partition count by topic, fixed for the sink's life
-	unusable map[string]*topicError
-
+	// mu guards the routing state below, written by Publish and read by Run.
 	mu        sync.Mutex
+	topics    map[string]int // partition count by topic, fixed for the sink's life
+	unusable  map[string]*topicError
 	parts     map[topicPartition]*partition
 	unstarted []*partition // created by Publish, not yet started by Run
 	running   bool
@@ -61,11 +61,12 @@ type Sink struct {
 
 	ackMu sync.Mutex // serialises onAck
 
-	haltOnce sync.Once
-	halt     chan struct{} // closed by Close or on failure: wakes blocked Publish calls
-	failOnce sync.Once
-	failed   chan struct{} // closed after err is set
-	err      error
+	// failed ends with the sink's first failure as its cause; halted ends
+	// with it or on Close, and wakes Publish calls that wait.
+	failed   context.Context
+	failWith context.CancelCauseFunc
+	halted   context.Context
+	halt     context.CancelFunc
 }
 
 type topicPartition struct {
@@ -107,8 +108,10 @@ func newSink(cfg Config, log *zap.Logger, onAck AckFunc, prod producer, meta met
 	}
 	m := cfg.Metrics
 	if m == nil {
-		m = NewMetrics(nil)
+		m = privateMetrics()
 	}
+	failed, fail := context.WithCancelCause(context.Background())
+	halted, halt := context.WithCancel(failed)
 	return &Sink{
 		cfg:            cfg,
 		log:            log,
@@ -116,18 +119,20 @@ func newSink(cfg Config, log *zap.Logger, onAck AckFunc, prod producer, meta met
 		prod:           prod,
 		meta:           meta,
 		m:              m,
+		retry:          backoff.Policy{Min: cfg.RetryBackoffMin, Max: cfg.RetryBackoffMax},
 		inflight:       newInflight(cfg.MaxInFlightMessages, cfg.MaxInFlightBytes, m),
 		blocks:         newBlocks(cfg.Blocked, m.blocked),
 		now:            time.Now,
-		rnd:            jitter,
 		createWait:     topicCreateWait,
 		closeTransport: func() {},
 		topics:         make(map[string]int),
 		unusable:       make(map[string]*topicError),
 		parts:          make(map[topicPartition]*partition),
 		runWake:        make(chan struct{}, 1),
-		halt:           make(chan struct{}),
-		failed:         make(chan struct{}),
+		failed:         failed,
+		failWith:       fail,
+		halted:         halted,
+		halt:           halt,
 	}, nil
 }
 
@@ -150,32 +155,67 @@ func (s *Sink) Publish(ctx context.Context, m *schema.Message, token uint64) err
 	}
 	topic := topicFor(s.cfg.TopicTemplate, m)
 	if m.AggregateID == "" {
-		return s.parkNow(ctx, topic, m, token, verdict{class: parkedBadRow, err: errNoAggregateID})
+		return s.parkNow(ctx, topic, newRecord(m, token, s.cfg.Source, s.now()), verdict{class: parkedBadRow, err: errNoAggregateID})
 	}
 	n, err := s.partitionCount(ctx, topic)
+	var terr *topicError
+	if errors.As(err, &terr) {
+		return s.parkNow(ctx, topic, newRecord(m, token, s.cfg.Source, s.now()), verdict{class: terr.class, err: terr.err})
+	}
 	if err != nil {
-		var terr *topicError
-		if errors.As(err, &terr) {
-			return s.parkNow(ctx, topic, m, token, verdict{class: terr.class, err: terr.err})
-		}
 		return err
 	}
 	tp := topicPartition{topic, partitionFor(m.AggregateID, n)}
 	r := newRecord(m, token, s.cfg.Source, s.now())
 	if len(m.Payload) > s.cfg.MaxPayloadBytes {
-		r.bad = &verdict{class: parkedTooLarge, err: fmt.Errorf("payload of %d bytes is over the limit of %d bytes (--max-payload-bytes)",
+		r.bad = &verdict{class: parkedTooLarge, err: fmt.Errorf("payload of %d bytes is over the limit of %d bytes (the maximum payload size)",
 			len(m.Payload), s.cfg.MaxPayloadBytes)}
 		if s.cfg.Park == nil {
-			return s.fail(messageError(topic, tp.id, m, token, r.bad.err))
+			return s.fail(s.refusal(r, place{tp.topic, tp.id}, r.bad.err))
 		}
 	}
-	if err := s.inflight.acquire(ctx, s.halt, r.size); err != nil {
-		if errors.Is(err, errStopped) {
-			return s.stopped()
-		}
+	if err := s.acquire(ctx, r); err != nil {
 		return err
 	}
 	return s.enqueue(tp, r)
+}
+
+// BadRow is a row that could not become a message, judged by the decoder
+// (*decoder.BadRowError): its Error is the precise reason, DeadLetter the
+// row as the dead-letter table keeps it.
+type BadRow interface {
+	error
+	DeadLetter() schema.DeadLetter
+}
+
+// PublishBad takes a row that cannot become a message, with token as a
+// message of its transaction, and applies the policy to it as to any
+// message the sink cannot publish: with Config.Park it is parked and then
+// acked, before PublishBad returns, and the later messages of its aggregate
+// are parked behind it; without Park it fails the sink with an error that
+// wraps row.
+//
+// Why a method of its own rather than a Message with a verdict: a bad row
+// has no Message (no payload, possibly no id or aggregate), only the
+// columns a dead letter keeps, so it never reaches a partition; what it
+// shares with refused messages (the policy, the Guard, the retries, the
+// blocking and the ack) is the park path both enter.
+func (s *Sink) PublishBad(ctx context.Context, row BadRow, token uint64) error {
+	if err := s.stopped(); err != nil {
+		return err
+	}
+	r := &record{token: token, row: row}
+	return s.parkNow(ctx, "", r, verdict{class: parkedBadRow, err: row})
+}
+
+// acquire waits for the in-flight room of r: until it fits, ctx is done
+// or the sink halts.
+func (s *Sink) acquire(ctx context.Context, r *record) error {
+	err := s.inflight.acquire(ctx, s.halted.Done(), r.size)
+	if errors.Is(err, errStopped) {
+		return s.stopped()
+	}
+	return err
 }
 
 // errStopped is what a wait returns when the sink halts under it.
@@ -214,7 +254,7 @@ func (s *Sink) Close() {
 		parts = append(parts, p)
 	}
 	s.mu.Unlock()
-	s.haltOnce.Do(func() { close(s.halt) })
+	s.halt()
 	for _, p := range parts {
 		signal(p.wake)
 	}
@@ -223,10 +263,8 @@ func (s *Sink) Close() {
 
 // stopped is the error Publish returns now: the failure, ErrClosed, or nil.
 func (s *Sink) stopped() error {
-	select {
-	case <-s.failed:
-		return s.err
-	default:
+	if s.failed.Err() != nil {
+		return context.Cause(s.failed)
 	}
 	if s.closing.Load() {
 		return ErrClosed
@@ -236,13 +274,8 @@ func (s *Sink) stopped() error {
 
 // fail records the sink's first failure and returns it (or the earlier one).
 func (s *Sink) fail(err error) error {
-	s.failOnce.Do(func() {
-		s.err = err
-		close(s.failed)
-		s.haltOnce.Do(func() { close(s.halt) })
-	})
-	<-s.failed
-	return s.err
+	s.failWith(err)
+	return context.Cause(s.failed)
 }
 
 // Run starts a goroutine per topic-partition as messages for it arrive and
@@ -286,8 +319,8 @@ func (s *Sink) supervise(ctx context.Context, g *errgroup.Group) error {
 		}
 		select {
 		case <-s.runWake:
-		case <-s.failed:
-			return s.err
+		case <-s.failed.Done():
+			return context.Cause(s.failed)
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -76,11 +76,21 @@ func testConfig() Config {
 	}.withDefaults()
 }
 
+// mustMetrics makes the sink's collectors, registered with reg.
+func mustMetrics(t *testing.T, reg prometheus.Registerer) *Metrics {
+	t.Helper()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // start builds a sink over fakes and runs it until the test ends.
 func start(t *testing.T, cfg Config, prod producer, meta metadataClient) *harness {
 	t.Helper()
 	h := &harness{acks: &acks{}, reg: prometheus.NewRegistry(), run: make(chan error, 1)}
-	cfg.Metrics = NewMetrics(h.reg)
+	cfg.Metrics = mustMetrics(t, h.reg)
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -580,7 +590,7 @@ func TestNewValidates(t *testing.T) {
 	if _, err := New(Config{Brokers: []string{"h:1"}}, nil, nil); err == nil {
 		t.Errorf("New with nil AckFunc = nil error; want one")
 	}
-	s, err := New(Config{Brokers: []string{"h:1"}, Metrics: NewMetrics(prometheus.NewRegistry())}, zaptest.NewLogger(t), ack)
+	s, err := New(Config{Brokers: []string{"h:1"}, Metrics: mustMetrics(t, prometheus.NewRegistry())}, zaptest.NewLogger(t), ack)
 	if err != nil {
 		t.Fatalf("New(minimal) = %v", err)
 	}

@@ -1,6 +1,7 @@
 package slot
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
@@ -39,6 +40,12 @@ type Position func() pglogrepl.LSN
 type TooLargeError struct {
 	Slot        string
 	Size, Limit int
+}
+
+// IsTooLarge reports whether err is, or wraps, a *TooLargeError.
+func IsTooLarge(err error) bool {
+	var e *TooLargeError
+	return errors.As(err, &e)
 }
 
 func (e *TooLargeError) Error() string {

@@ -36,6 +36,12 @@ type ConfigError struct{ err error }
 func (e *ConfigError) Error() string { return e.err.Error() }
 func (e *ConfigError) Unwrap() error { return e.err }
 
+// IsConfig reports whether err is, or wraps, a *ConfigError.
+func IsConfig(err error) bool {
+	var e *ConfigError
+	return errors.As(err, &e)
+}
+
 func configErrorf(format string, args ...any) error {
 	return &ConfigError{fmt.Errorf(format, args...)}
 }

@@ -95,8 +95,11 @@ func (p *discardPublisher) Publish(_ context.Context, _ *schema.Message, token u
 	return nil
 }
 
-// Block does nothing: no message waits anywhere to be held back.
-func (p *discardPublisher) Block(schema.Blocker) {}
+// PublishBad acknowledges the row at once, as Publish does a message:
+// this build keeps nothing, bad rows included.
+func (p *discardPublisher) PublishBad(ctx context.Context, _ sink.BadRow, token uint64) error {
+	return p.Publish(ctx, nil, token)
+}
 
 func (p *discardPublisher) Close() {
 	p.closeOnce.Do(func() {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/walrelay/walrelay/dlq"
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/sink"
 )
 
 // retryRig is a test's own dead-letter table and Kafka topic, removed in
@@ -33,7 +34,7 @@ type retryRig struct {
 	store   *dlq.Store
 	brokers []string
 	topic   string
-	pub     *sinkPublisher
+	pub     *sink.ListPublisher
 }
 
 func newRetryRig(t *testing.T, topicConfig ...kafka.ConfigEntry) *retryRig {
@@ -78,7 +79,7 @@ func newRetryRig(t *testing.T, topicConfig ...kafka.ConfigEntry) *retryRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.pub = &sinkPublisher{cfg: sc, log: zaptest.NewLogger(t)}
+	r.pub = &sink.ListPublisher{Config: sc, Log: zaptest.NewLogger(t)}
 	return r
 }
 

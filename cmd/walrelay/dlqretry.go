@@ -6,10 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"go.uber.org/zap"
-
 	"github.com/walrelay/walrelay/dlq"
-	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -25,7 +22,7 @@ func dlqRetry(ctx context.Context, c config, st *dlq.Store, stdout, stderr io.Wr
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
-	pub := &sinkPublisher{cfg: c.Sink, log: log}
+	pub := &sink.ListPublisher{Config: c.Sink, Log: log}
 	res, err := st.Retry(ctx, sel, pub)
 	if err != nil {
 		return err
@@ -56,36 +53,4 @@ func writeRetryResult(w io.Writer, res dlq.Result) {
 	}
 	fmt.Fprintf(&b, "%d published and removed, %d left parked\n", len(res.Published), len(res.Left))
 	io.WriteString(w, b.String()) //nolint:errcheck // stdout
-}
-
-// sinkPublisher is dlq.Publisher over a sink of its own per call: it
-// publishes the messages in order, waits for Kafka's acknowledgements and
-// stops at the sink's first permanent error.
-type sinkPublisher struct {
-	cfg sink.Config
-	log *zap.Logger
-}
-
-func (p *sinkPublisher) Publish(ctx context.Context, msgs []*schema.Message) ([]bool, error) {
-	acked := make([]bool, len(msgs))
-	// The sink calls back from its goroutines, never concurrently; Run
-	// returns only after the last call, so acked is read safely below.
-	s, err := sink.New(p.cfg, p.log, func(token uint64) { acked[token] = true })
-	if err != nil {
-		return acked, err
-	}
-	runErr := make(chan error, 1)
-	go func() { runErr <- s.Run(ctx) }()
-	var pubErr error
-	for i, m := range msgs {
-		if pubErr = s.Publish(ctx, m, uint64(i)); pubErr != nil {
-			break
-		}
-	}
-	s.Close()
-	err = <-runErr
-	if pubErr != nil {
-		err = pubErr
-	}
-	return acked, err
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/walrelay/walrelay/dlq"
 	"github.com/walrelay/walrelay/leader"
 	"github.com/walrelay/walrelay/relay"
-	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
 )
@@ -63,7 +62,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	sinkCfg := c.Sink
-	sinkCfg.Metrics = sink.NewMetrics(reg)
+	if sinkCfg.Metrics, err = sink.NewMetrics(reg); err != nil {
+		return err
+	}
 	sinkCfg.Guard = elector.Check
 	r, err := buildRelay(c, sinkCfg, log, reg, store)
 	if err != nil {
@@ -113,8 +114,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // buildRelay wires a relay whose sessions each get a new stream, decoder
 // and sink; the metrics are made once and shared by the sessions.
-// Under --on-bad-message park, the sink and the relay park into store; under
-// halt nothing is parked, but the aggregates parked earlier stay blocked.
+// Under --on-bad-message park, the sink parks into store (messages it
+// cannot publish and rows the decoder could not decode alike); under halt
+// nothing is parked, but the aggregates parked earlier stay blocked.
 func buildRelay(c config, sinkCfg sink.Config, log *zap.Logger, reg prometheus.Registerer, store *dlq.Store) (*relay.Relay, error) {
 	decCfg := decoder.Config{Table: c.Slot.Table, Columns: c.Schema.Columns}
 	if _, err := decoder.New(decCfg); err != nil {
@@ -124,13 +126,6 @@ func buildRelay(c config, sinkCfg sink.Config, log *zap.Logger, reg prometheus.R
 	relayCfg.Registerer = reg
 	if c.Park {
 		sinkCfg.Park = store.Park
-		relayCfg.Park = func(ctx context.Context, dl schema.DeadLetter) (bool, error) {
-			parked, err := store.Park(ctx, dl)
-			if err == nil {
-				sinkCfg.Metrics.ParkedBadRow()
-			}
-			return parked, err
-		}
 	}
 	// The relay streams only as the leader, so whoever else holds the slot
 	// is a stale leader: take the slot over rather than wait out its
@@ -159,7 +154,7 @@ func buildRelay(c config, sinkCfg sink.Config, log *zap.Logger, reg prometheus.R
 		}
 		return relay.Parts{Stream: stream, Decoder: dec, Publisher: pub}, nil
 	}
-	return relay.New(relayCfg, log, factory), nil
+	return relay.New(relayCfg, log, factory)
 }
 
 // preflight fails fast, before any waiting for leadership, on what no

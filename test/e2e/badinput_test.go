@@ -90,9 +90,9 @@ func TestRetryableBadMessagesAreParkedInOrderAndRetried(t *testing.T) {
 	parked := []*outRow{o1[1], o1[2], o1[3], b1[1], b1[2], g1[0], g1[1], i1[0], i1[1]}
 	expectDeadSet(t, dead, parked...)
 	expectParked(t, dead, o1[1], "Message Size Too Large", "")
-	expectParked(t, dead, b1[1], "payload of 5242892 bytes is over the limit of 921600 bytes (--max-payload-bytes)", "")
-	expectParked(t, dead, g1[0], fmt.Sprintf("topic %q does not exist and topic creation is off (--kafka-create-topics=false)", ghostTopic), ghostTopic)
-	expectParked(t, dead, i1[0], fmt.Sprintf("topic %q does not exist and topic creation is off (--kafka-create-topics=false)", nowhere), nowhere)
+	expectParked(t, dead, b1[1], "payload of 5242892 bytes is over the limit of 921600 bytes (the maximum payload size)", "")
+	expectParked(t, dead, g1[0], fmt.Sprintf("topic %q does not exist and topic creation is off", ghostTopic), ghostTopic)
+	expectParked(t, dead, i1[0], fmt.Sprintf("topic %q does not exist and topic creation is off", nowhere), nowhere)
 	for _, bl := range [][2]*outRow{{o1[2], o1[1]}, {o1[3], o1[1]}, {b1[2], b1[1]}, {g1[1], g1[0]}, {i1[1], i1[0]}} {
 		expectBlocked(t, dead, bl[0], bl[1])
 	}
