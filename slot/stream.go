@@ -92,7 +92,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- Event, pos Position, draine
 func (s *Stream) start(ctx context.Context) (Info, error) {
 	backoff := s.cfg.ActiveRetryMin
 	for {
-		info, err := preflight(ctx, &s.cfg, s.log)
+		info, err := preflight(ctx, &s.cfg)
 		if err != nil {
 			return Info{}, err
 		}
