@@ -9,16 +9,13 @@ import (
 	"github.com/walrelay/walrelay/schema"
 )
 
-// SettingTable names the dead-letter table's setting in fixes.
-const SettingTable = "--dead-letter-table"
-
 // Check is the dead-letter half of `walrelay check`: whether table t
 // exists and the role holds every privilege parking and the dlq verbs use.
 // It reads the catalog on db and writes nothing.
 func Check(ctx context.Context, db DB, t schema.Table) []check.Result {
 	store, err := New(db, t)
 	if err != nil {
-		return []check.Result{check.Failure("dead-letter table", err.Error(), "Set "+SettingTable+" to a valid table name.")}
+		return []check.Result{check.Failure("dead-letter table", err.Error(), "Set "+schema.SettingDeadLetters+" to a valid table name.")}
 	}
 	if err := store.Ready(ctx); err != nil {
 		return []check.Result{check.Failure("dead-letter table", err.Error(), "Run `walrelay init`, which creates it, or apply the DDL of `walrelay schema`.")}
@@ -37,7 +34,7 @@ func (s *Store) privilegesResult(ctx context.Context) check.Result {
 	case len(missing) > 0:
 		return check.Failure(name,
 			fmt.Sprintf("the role lacks %s on %s (parking and `walrelay dlq` need SELECT, INSERT, UPDATE and DELETE)", strings.Join(missing, ", "), s.Table()),
-			fmt.Sprintf("Have the table's owner run: GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO <role> (or apply `walrelay schema --grant-to <role>`).", s.Table()))
+			fmt.Sprintf("Have the table's owner run: GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO <role> (or apply %s).", s.Table(), schema.GrantsForRole))
 	}
 	return check.Pass(name, "SELECT, INSERT, UPDATE, DELETE")
 }

@@ -39,7 +39,7 @@ type Routes struct {
 func Check(ctx context.Context, cfg Config, cols schema.Columns) ([]check.Result, Routes) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
-		return []check.Result{check.Failure("postgres config", err.Error(), "Correct the PostgreSQL flags of walrelay.")},
+		return []check.Result{check.Failure("postgres config", err.Error(), "Correct the PostgreSQL settings of walrelay.")},
 			Routes{Err: err}
 	}
 	conn, err := connect(ctx, &cfg)

@@ -1,9 +1,11 @@
 package slot
 
-// The settings walrelay's fixes and errors ask to change, named as they
-// are today on walrelay's command line.
+// The settings this package's errors and fixes ask to change, named as its
+// types name them, so that a program with names of its own for them
+// (walrelay's command line) can say them its way.
 const (
-	SettingConnString = "--postgres-url"
-	SettingSlot       = "--slot"
-	SettingTable      = "--table"
+	SettingConnString      = "slot.Config.ConnString"
+	SettingSlot            = "slot.Config.Slot"
+	SettingTable           = "slot.Config.Table"
+	SettingMaxMessageBytes = "slot.Config.MaxMessageBytes"
 )

@@ -25,7 +25,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !ok {
 		return err
 	}
-	report := checkAll(ctx, c)
+	report := reportWithFlags(checkAll(ctx, c))
 	if c.JSON {
 		err = report.WriteJSON(stdout)
 	} else {
