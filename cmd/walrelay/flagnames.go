@@ -20,6 +20,11 @@ var settingFlags = [][2]string{
 	{slot.SettingSlot, "--slot"},
 	{slot.SettingTable, "--table"},
 	{slot.SettingMaxMessageBytes, "--max-wal-message-bytes"},
+	{slot.SettingSSLMode, "--postgres-sslmode"},
+	{slot.SettingSSLRootCert, "--postgres-sslrootcert"},
+	{slot.SettingSSLCert, "--postgres-sslcert"},
+	{slot.SettingSSLKey, "--postgres-sslkey"},
+	{slot.SettingPasswordFile, "--postgres-password-file"},
 	{schema.SettingDeadLetters, "--dead-letter-table"},
 	{schema.GrantsForRole, "`walrelay schema --grant-to <role>`"},
 }
