@@ -29,7 +29,7 @@ type facts struct {
 	tableExists bool
 	tableErr    error
 
-	pub    publication
+	pub    PublicationStatus
 	pubErr error
 
 	// creator is read only when the publication is missing and the table
@@ -99,7 +99,7 @@ func readFacts(ctx context.Context, conn *pgx.Conn, cfg *Config) *facts {
 func (f *facts) readPublication(ctx context.Context, conn *pgx.Conn) {
 	f.pub, f.pubErr = readPublication(ctx, conn, f.cfg.Publication)
 	f.creatorSet = false
-	if f.pubErr == nil && !f.pub.exists && f.tableErr == nil && f.tableExists {
+	if f.pubErr == nil && !f.pub.Exists && f.tableErr == nil && f.tableExists {
 		f.creator, f.creatorErr = readCreator(ctx, conn, f.cfg.Table)
 		f.creatorSet = true
 	}
@@ -142,30 +142,25 @@ func readCreator(ctx context.Context, conn *pgx.Conn, t schema.Table) (creatorFa
 	return c, nil
 }
 
-// publication is what pg_publication says of one publication.
-type publication struct {
-	exists                                bool
-	insert, update, delete, truncate, all bool
-	tables                                []schema.Table
-}
-
-func readPublication(ctx context.Context, conn *pgx.Conn, name string) (publication, error) {
-	var p publication
+// readPublication reads what pg_publication and pg_publication_tables
+// say of publication name; a missing one is not an error (Exists false).
+func readPublication(ctx context.Context, conn *pgx.Conn, name string) (PublicationStatus, error) {
+	var p PublicationStatus
 	err := conn.QueryRow(ctx,
 		"SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables FROM pg_publication WHERE pubname = $1",
-		name).Scan(&p.insert, &p.update, &p.delete, &p.truncate, &p.all)
+		name).Scan(&p.Insert, &p.Update, &p.Delete, &p.Truncate, &p.AllTables)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, nil
 	}
 	if err != nil {
 		return p, fmt.Errorf("read publication %q: %w", name, err)
 	}
-	p.exists = true
+	p.Exists = true
 	rows, err := conn.Query(ctx, "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = $1", name)
 	if err != nil {
 		return p, fmt.Errorf("read tables of publication %q: %w", name, err)
 	}
-	p.tables, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (schema.Table, error) {
+	p.Tables, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (schema.Table, error) {
 		var t schema.Table
 		return t, r.Scan(&t.Schema, &t.Name)
 	})
@@ -175,34 +170,24 @@ func readPublication(ctx context.Context, conn *pgx.Conn, name string) (publicat
 	return p, nil
 }
 
-// covers reports whether the publication includes table t.
-func (p publication) covers(t schema.Table) bool {
-	for _, pt := range p.tables {
-		if pt == t {
-			return true
-		}
-	}
-	return false
-}
-
 // extras lists what the publication publishes besides the inserts into
 // table t: other operations, all tables, or other tables.
-func (p publication) extras(t schema.Table) []string {
+func (p PublicationStatus) extras(t schema.Table) []string {
 	var more []string
 	for _, op := range []struct {
 		on   bool
 		name string
-	}{{p.update, "update"}, {p.delete, "delete"}, {p.truncate, "truncate"}} {
+	}{{p.Update, "update"}, {p.Delete, "delete"}, {p.Truncate, "truncate"}} {
 		if op.on {
 			more = append(more, op.name)
 		}
 	}
-	others := len(p.tables)
-	if p.covers(t) {
+	others := len(p.Tables)
+	if p.Covers(t) {
 		others--
 	}
 	switch {
-	case p.all:
+	case p.AllTables:
 		more = append(more, "all tables")
 	case others == 1:
 		more = append(more, "1 other table")

@@ -162,7 +162,7 @@ func withConn(ctx context.Context, cfg *Config, fn func(*pgx.Conn) (Info, error)
 // rule's: who must run which statement.
 func ensurePublication(ctx context.Context, conn *pgx.Conn, f *facts, log *zap.Logger) error {
 	cfg := f.cfg
-	if !f.pub.exists {
+	if !f.pub.Exists {
 		sc := schema.Config{Table: cfg.Table, Publication: cfg.Publication}
 		_, err := conn.Exec(ctx, schema.CreatePublicationSQL(sc))
 		if isInsufficientPrivilege(err) {

@@ -187,7 +187,7 @@ func publicationRule(f *facts) []check.Result {
 	switch {
 	case f.pubErr != nil:
 		return one(unreadable(name, f.pubErr))
-	case !f.pub.exists:
+	case !f.pub.Exists:
 		return one(check.Failure(name, fmt.Sprintf("publication %q does not exist", f.cfg.Publication),
 			"Run `walrelay init`, which creates it insert-only for the outbox table."))
 	}
@@ -221,10 +221,10 @@ func creatorRule(f *facts) []check.Result {
 
 func insertsRule(f *facts) []check.Result {
 	const name = "publication inserts"
-	if f.pubErr != nil || !f.pub.exists {
+	if f.pubErr != nil || !f.pub.Exists {
 		return nil
 	}
-	if f.pub.insert {
+	if f.pub.Insert {
 		return one(check.Pass(name, "publishes inserts"))
 	}
 	pub := f.cfg.Publication
@@ -234,11 +234,11 @@ func insertsRule(f *facts) []check.Result {
 
 func coversRule(f *facts) []check.Result {
 	const name = "publication table"
-	if f.pubErr != nil || !f.pub.exists {
+	if f.pubErr != nil || !f.pub.Exists {
 		return nil
 	}
 	pub, t := f.cfg.Publication, f.cfg.Table
-	if f.pub.covers(t) {
+	if f.pub.Covers(t) {
 		return one(check.Pass(name, "includes "+t.String()))
 	}
 	return one(check.Failure(name, fmt.Sprintf("publication %q does not include table %s", pub, t),
@@ -249,7 +249,7 @@ func coversRule(f *facts) []check.Result {
 // inserts: walrelay skips the rest, but the server decodes and sends it.
 func scopeRule(f *facts) []check.Result {
 	const name = "publication scope"
-	if f.pubErr != nil || !f.pub.exists {
+	if f.pubErr != nil || !f.pub.Exists {
 		return nil
 	}
 	p, pub, t := f.pub, f.cfg.Publication, f.cfg.Table
@@ -259,7 +259,7 @@ func scopeRule(f *facts) []check.Result {
 	}
 	fix := fmt.Sprintf("ALTER PUBLICATION %[1]s SET (publish = 'insert'), then ALTER PUBLICATION %[1]s SET TABLE %[2]s.",
 		schema.QuoteIdentifier(pub), t.Quoted())
-	if p.all {
+	if p.AllTables {
 		fix = "It works as it is; narrowing a FOR ALL TABLES publication takes a new one FOR TABLE " + t.Quoted() +
 			" WITH (publish = 'insert') and a new slot, switched to only once the old slot has caught up."
 	}
