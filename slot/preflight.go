@@ -85,30 +85,27 @@ func Preflight(ctx context.Context, cfg Config, log *zap.Logger) (Info, error) {
 	if err := cfg.validate(); err != nil {
 		return Info{}, err
 	}
-	return withConn(ctx, &cfg, func(conn *pgx.Conn) (Info, error) {
-		f := readFacts(ctx, conn, &cfg)
-		if err := f.err(); err != nil {
-			return Info{}, err
-		}
-		results := judge(f, allRules()...)
-		if err := firstFailure(results); err != nil {
-			return Info{}, err
-		}
+	info, results, err := preflight(ctx, &cfg)
+	if err == nil {
 		logWarnings(log, results)
-		return f.figures.Info, nil
-	})
+	}
+	return info, err
 }
 
-// preflight is Preflight for each session of a Stream: the same verdict,
-// without logging the warnings again.
-func preflight(ctx context.Context, cfg *Config) (Info, error) {
-	return withConn(ctx, cfg, func(conn *pgx.Conn) (Info, error) {
-		f := readFacts(ctx, conn, cfg)
-		if err := f.err(); err != nil {
-			return Info{}, err
-		}
-		return f.figures.Info, firstFailure(judge(f, allRules()...))
-	})
+// preflight is the verdict of Preflight, with the results it came from: a
+// Stream asks it at the start of each session, and logs nothing.
+func preflight(ctx context.Context, cfg *Config) (Info, []check.Result, error) {
+	conn, err := connect(ctx, cfg)
+	if err != nil {
+		return Info{}, nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	f := readFacts(ctx, conn, cfg)
+	if err := f.err(); err != nil {
+		return Info{}, nil, err
+	}
+	results := judge(f, allRules()...)
+	return f.figures.Info, results, firstFailure(results)
 }
 
 // logWarnings logs each warning of results with its fix.
@@ -129,32 +126,25 @@ func Init(ctx context.Context, cfg Config, log *zap.Logger) (Info, error) {
 	if err := cfg.validate(); err != nil {
 		return Info{}, err
 	}
-	return withConn(ctx, &cfg, func(conn *pgx.Conn) (Info, error) {
-		f := readFacts(ctx, conn, &cfg)
-		if err := f.err(); err != nil {
-			return Info{}, err
-		}
-		if err := firstFailure(judge(f, serverRules()...)); err != nil {
-			return Info{}, err
-		}
-		if err := ensurePublication(ctx, conn, f, log); err != nil {
-			return Info{}, err
-		}
-		if err := ensureSlot(ctx, conn, f, log); err != nil {
-			return Info{}, err
-		}
-		return f.figures.Info, nil
-	})
-}
-
-// withConn opens a normal connection for fn and closes it after.
-func withConn(ctx context.Context, cfg *Config, fn func(*pgx.Conn) (Info, error)) (Info, error) {
-	conn, err := connect(ctx, cfg)
+	conn, err := connect(ctx, &cfg)
 	if err != nil {
 		return Info{}, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return fn(conn)
+	f := readFacts(ctx, conn, &cfg)
+	if err := f.err(); err != nil {
+		return Info{}, err
+	}
+	if err := firstFailure(judge(f, serverRules()...)); err != nil {
+		return Info{}, err
+	}
+	if err := ensurePublication(ctx, conn, f, log); err != nil {
+		return Info{}, err
+	}
+	if err := ensureSlot(ctx, conn, f, log); err != nil {
+		return Info{}, err
+	}
+	return f.figures.Info, nil
 }
 
 // ensurePublication creates the missing publication, then judges it. When

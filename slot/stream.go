@@ -92,7 +92,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- Event, pos Position, draine
 func (s *Stream) start(ctx context.Context) (Info, error) {
 	policy := backoff.Policy{Min: s.cfg.ActiveRetryMin, Max: s.cfg.ActiveRetryMax}
 	for attempt := 0; ; attempt++ {
-		info, err := preflight(ctx, &s.cfg)
+		info, _, err := preflight(ctx, &s.cfg)
 		if err != nil {
 			return Info{}, err
 		}
