@@ -40,9 +40,10 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// checkAll runs the PostgreSQL checks, then the Kafka checks (with its TLS
-// and SASL) with the topics of the outbox rows PostgreSQL gave, each side
-// under its own timeout.
+// checkAll composes the packages' checks: slot's PostgreSQL rules and
+// dlq's dead-letter table, then sink's Kafka checks (with its TLS and SASL)
+// for the topics of the outbox rows PostgreSQL gave, each side under its
+// own timeout.
 func checkAll(ctx context.Context, c config) check.Report {
 	pgCtx, cancel := context.WithTimeout(ctx, checkTimeout)
 	pg, routes := slot.Check(pgCtx, c.Slot, c.Schema.Columns)
