@@ -13,6 +13,7 @@ package backoff
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -35,6 +36,9 @@ func (p Policy) Ceiling(attempt int) time.Duration {
 	limit := max(p.Max, p.Min)
 	c := p.Min
 	for i := 0; i < attempt && c < limit; i++ {
+		if c > limit/2 { // doubling would pass the limit, or overflow
+			return limit
+		}
 		c *= 2
 	}
 	return min(c, limit)
@@ -51,7 +55,11 @@ func (p Policy) Delay(attempt int) time.Duration {
 	if rnd == nil {
 		rnd = rand.Int64N
 	}
-	return time.Duration(rnd(int64(c) + 1))
+	n := int64(c)
+	if n < math.MaxInt64 {
+		n++ // [0, c] inclusive
+	}
+	return time.Duration(rnd(n))
 }
 
 // Sleep waits d, or until ctx ends; then it returns ctx's error. A d of

@@ -3,6 +3,7 @@ package backoff
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -17,6 +18,15 @@ func TestCeilingDoublesUpToMax(t *testing.T) {
 	}
 	if got := p.Ceiling(1 << 20); got != time.Second {
 		t.Errorf("Ceiling(huge) = %s; want the cap 1s", got)
+	}
+	unbounded := Policy{Min: time.Second, Max: math.MaxInt64}
+	for attempt := range 80 {
+		if got := unbounded.Ceiling(attempt); got < time.Second || got < unbounded.Ceiling(max(attempt-1, 0)) {
+			t.Fatalf("Max math.MaxInt64: Ceiling(%d) = %s; want no overflow: at least 1s and never falling", attempt, got)
+		}
+		if d := unbounded.Delay(attempt); d < 0 {
+			t.Fatalf("Max math.MaxInt64: Delay(%d) = %s; want >= 0", attempt, d)
+		}
 	}
 	if got := (Policy{Min: time.Second, Max: time.Millisecond}).Ceiling(3); got != time.Second {
 		t.Errorf("Max below Min: Ceiling = %s; want Min", got)

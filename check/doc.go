@@ -6,7 +6,8 @@
 // scripts, and Failed tells whether the preflight as a whole fails.
 //
 // The package only describes results; it performs no checks. The packages
-// that own a system check it: slot checks PostgreSQL, sink checks Kafka, and
+// that own a system check it: slot checks PostgreSQL (with the same rules
+// its preflight refuses on), dlq the dead-letter table, sink Kafka, and
 // cmd/walrelay puts their results into one Report. It imports no other
 // walrelay package.
 //

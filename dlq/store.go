@@ -66,8 +66,8 @@ func EnsureTable(ctx context.Context, db DB, c schema.Config) error {
 	if _, err := db.Exec(ctx, ddl); err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "42501" {
-			return fmt.Errorf("dead-letter table %s does not exist and this role may not create it (%s): have the outbox table's owner apply `walrelay schema --grant-to <role>`, or GRANT CREATE ON SCHEMA %s to the role",
-				t, pe.Message, schema.QuoteIdentifier(t.Schema))
+			return fmt.Errorf("dead-letter table %s does not exist and this role may not create it (%s): have the outbox table's owner apply %s, or GRANT CREATE ON SCHEMA %s to the role",
+				t, pe.Message, schema.GrantsForRole, schema.QuoteIdentifier(t.Schema))
 		}
 		return fmt.Errorf("create dead-letter table %s: %w", t, err)
 	}

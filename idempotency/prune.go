@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/backoff"
 )
 
 // Prune deletes keys older than olderThan, batch rows at a time with pause
@@ -36,7 +38,7 @@ func (s *Store) Prune(ctx context.Context, db Beginner, olderThan time.Duration,
 		if err != nil || n < int64(batch) {
 			return total, err
 		}
-		if err := sleep(ctx, pause); err != nil {
+		if err := backoff.Sleep(ctx, pause); err != nil {
 			return total, err
 		}
 	}
@@ -66,19 +68,4 @@ func (s *Store) pruneBatch(ctx context.Context, db Beginner, cutoff time.Time, b
 		return 0, fmt.Errorf("idempotency: prune %s: %w", s.table, err)
 	}
 	return n, nil
-}
-
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"time"
 
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/backoff"
 	"github.com/walrelay/walrelay/failpoint"
 )
 
@@ -62,7 +61,7 @@ func (in *Inbox) Consume(ctx context.Context, r *kafka.Reader, db Beginner, h Ha
 // handleRetrying handles m until it is applied or found a duplicate, and
 // returns nil then, or ctx's error when ctx ends first.
 func (in *Inbox) handleRetrying(ctx context.Context, db Beginner, m Message, h Handler) error {
-	b := in.newBackoff()
+	policy := in.retryPolicy()
 	for attempt := 1; ; attempt++ {
 		_, err := in.Handle(ctx, db, m, h)
 		if err == nil {
@@ -71,11 +70,11 @@ func (in *Inbox) handleRetrying(ctx context.Context, db Beginner, m Message, h H
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		d := b.next()
+		d := policy.Delay(attempt - 1)
 		in.log.Warn("message handling failed; retrying", zap.Stringer("message_id", m.ID),
 			zap.String("topic", m.Topic), zap.Int("partition", m.Partition), zap.Int64("offset", m.Offset),
 			zap.Int("attempt", attempt), zap.Duration("backoff", d), zap.Error(err))
-		if err := sleep(ctx, d); err != nil {
+		if err := backoff.Sleep(ctx, d); err != nil {
 			return err
 		}
 	}
@@ -86,8 +85,8 @@ func (in *Inbox) handleRetrying(ctx context.Context, db Beginner, m Message, h H
 // when ctx ends, or the error that will not pass (a closed reader, a
 // refusal such as missing authorisation).
 func (in *Inbox) commitOffset(ctx context.Context, r *kafka.Reader, km kafka.Message) error {
-	b := in.newBackoff()
-	for {
+	policy := in.retryPolicy()
+	for attempt := 0; ; attempt++ {
 		err := r.CommitMessages(ctx, km)
 		if err == nil {
 			return nil
@@ -98,11 +97,11 @@ func (in *Inbox) commitOffset(ctx context.Context, r *kafka.Reader, km kafka.Mes
 		if !transientCommitError(err) {
 			return fmt.Errorf("inbox: commit offset %d of %s[%d]: %w", km.Offset, km.Topic, km.Partition, err)
 		}
-		d := b.next()
+		d := policy.Delay(attempt)
 		in.log.Warn("offset commit failed; retrying", zap.String("topic", km.Topic),
 			zap.Int("partition", km.Partition), zap.Int64("offset", km.Offset),
 			zap.Duration("backoff", d), zap.Error(err))
-		if err := sleep(ctx, d); err != nil {
+		if err := backoff.Sleep(ctx, d); err != nil {
 			return err
 		}
 	}
@@ -125,38 +124,8 @@ func transientCommitError(err error) bool {
 	return true // the network, a timeout
 }
 
-// backoff is an exponential backoff with jitter: each delay doubles up to
-// max, and is drawn from its upper half (never below min).
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (in *Inbox) newBackoff() *backoff {
-	return &backoff{min: in.c.RetryBackoffMin, max: in.c.RetryBackoffMax}
-}
-
-// next is the delay before the next attempt.
-func (b *backoff) next() time.Duration {
-	switch {
-	case b.cur == 0:
-		b.cur = b.min
-	case b.cur > b.max/2:
-		b.cur = b.max
-	default:
-		b.cur *= 2
-	}
-	half := b.cur / 2
-	return max(b.min, half+rand.N(b.cur-half+1))
-}
-
-// sleep waits d, or returns ctx's error when ctx ends first.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// retryPolicy is the backoff between attempts at a message or an offset
+// commit.
+func (in *Inbox) retryPolicy() backoff.Policy {
+	return backoff.Policy{Min: in.c.RetryBackoffMin, Max: in.c.RetryBackoffMax}
 }

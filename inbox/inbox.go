@@ -35,9 +35,9 @@ type Config struct {
 	// Versions is the table of the last aggregate version applied, for
 	// CheckVersion. Defaults to public.inbox_aggregate_versions.
 	Versions schema.Table
-	// RetryBackoffMin and RetryBackoffMax bound the exponential backoff (with
-	// jitter) between attempts at a message whose handler failed. Default
-	// to 100ms and 30s.
+	// RetryBackoffMin and RetryBackoffMax bound the exponential backoff
+	// (backoff.Policy: full jitter) between attempts at a message whose
+	// handler failed, and at an offset commit. Default to 100ms and 30s.
 	RetryBackoffMin, RetryBackoffMax time.Duration
 	// Logger defaults to zap.NewNop().
 	Logger *zap.Logger

@@ -1,10 +1,9 @@
 package inbox
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walrelay/walrelay/promreg"
 )
 
 // Outcomes of Handle, the values of the result label.
@@ -35,10 +34,10 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	}, []string{"consumer"})
 	var err error
-	if messages, err = register(reg, messages); err != nil {
+	if messages, err = promreg.Shared(reg, "inbox metrics", messages); err != nil {
 		return nil, err
 	}
-	if seconds, err = register(reg, seconds); err != nil {
+	if seconds, err = promreg.Shared(reg, "inbox metrics", seconds); err != nil {
 		return nil, err
 	}
 	return &metrics{
@@ -47,23 +46,4 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 		failed:    messages.WithLabelValues(consumer, resultFailed),
 		seconds:   seconds.WithLabelValues(consumer),
 	}, nil
-}
-
-// register registers c with reg, or returns the equal collector registered
-// before.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if reg == nil {
-		return c, nil
-	}
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("register inbox metrics: %w", err)
 }

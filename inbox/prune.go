@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/walrelay/walrelay/backoff"
 )
 
 // defaultPruneBatch is Prune's batch when it is given none.
@@ -42,7 +44,7 @@ func (in *Inbox) Prune(ctx context.Context, db Beginner, olderThan time.Duration
 		if n < int64(batch) {
 			return total, nil
 		}
-		if err := sleep(ctx, pause); err != nil {
+		if err := backoff.Sleep(ctx, pause); err != nil {
 			return total, fmt.Errorf("inbox: prune: %w", err)
 		}
 	}

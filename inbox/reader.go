@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/walrelay/walrelay/backoff"
 )
 
 // ReaderConfig is the kafka-go reader configuration Consume expects for
@@ -48,7 +50,7 @@ func WaitForTopic(ctx context.Context, brokers []string, topic string, interval 
 		if first && waiting != nil {
 			waiting()
 		}
-		if err := sleep(ctx, interval); err != nil {
+		if err := backoff.Sleep(ctx, interval); err != nil {
 			return fmt.Errorf("inbox: wait for topic %s: %w", topic, err)
 		}
 	}

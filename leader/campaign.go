@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/backoff"
 )
 
 // session identifies one lock connection: its database, its backend and
@@ -44,9 +46,8 @@ func (e *Elector) campaign(ctx context.Context, conn *pgx.Conn, ls lockSession, 
 			return sent, nil
 		}
 		e.waiting(ctx, conn, ls, sb)
-		sleep(ctx, e.cfg.RetryInterval)
-		if ctx.Err() != nil {
-			return time.Time{}, ctx.Err()
+		if err := backoff.Sleep(ctx, e.cfg.RetryInterval); err != nil {
+			return time.Time{}, err
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/backoff"
 )
 
 // Elector campaigns for the leadership of one slot. Run drives it; Check
@@ -91,7 +93,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 		case err != nil && !errors.Is(err, errSteppedDown):
 			sb.trouble(e.log, err, e.cfg.RetryInterval)
 		}
-		sleep(ctx, e.cfg.RetryInterval)
+		_ = backoff.Sleep(ctx, e.cfg.RetryInterval) // an ended ctx ends the loop
 	}
 	return nil
 }
@@ -115,16 +117,6 @@ func (e *Elector) session(ctx context.Context, lead func(context.Context) error,
 		return err
 	}
 	return e.term(ctx, conn, lk, sent, lead)
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 func closeConn(conn *pgx.Conn) {

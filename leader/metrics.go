@@ -1,9 +1,9 @@
 package leader
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walrelay/walrelay/promreg"
 )
 
 // register adds walrelay_leader and walrelay_leader_changes_total, labelled
@@ -16,22 +16,12 @@ func (e *Elector) register(reg prometheus.Registerer) error {
 		Help:        "Times this process gained or lost leadership of the slot.",
 		ConstLabels: labels,
 	})
-	if reg == nil {
-		return nil
-	}
 	gauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "walrelay_leader",
 		Help:        "1 while this process is the slot's leader with a valid lease, else 0.",
 		ConstLabels: labels,
 	}, e.leaderValue)
-	if err := reg.Register(gauge); err != nil {
-		return fmt.Errorf("register leader metrics: %w", err)
-	}
-	if err := reg.Register(e.changes); err != nil {
-		reg.Unregister(gauge)
-		return fmt.Errorf("register leader metrics: %w", err)
-	}
-	return nil
+	return promreg.Register(reg, "leader metrics", gauge, e.changes)
 }
 
 func (e *Elector) leaderValue() float64 {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/backoff"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
 )
@@ -154,7 +155,7 @@ func (p *Pruner) WaitConfirmed(ctx context.Context, m Mark) (pglogrepl.LSN, erro
 		if waited >= p.cfg.Wait {
 			return 0, &NotConfirmedError{Slot: p.cfg.Slot, Confirmed: f.ConfirmedFlush, Want: m.InsertLSN, Waited: waited}
 		}
-		if err := sleep(ctx, min(p.cfg.PollInterval, p.cfg.Wait-waited)); err != nil {
+		if err := backoff.Sleep(ctx, min(p.cfg.PollInterval, p.cfg.Wait-waited)); err != nil {
 			return 0, fmt.Errorf("wait for slot %q to pass %s: %w", p.cfg.Slot, m.InsertLSN, err)
 		}
 	}
@@ -191,24 +192,9 @@ func (p *Pruner) Delete(ctx context.Context, m Mark) (deleted int64, batches int
 		if n < int64(p.cfg.Batch) {
 			return deleted, batches, nil
 		}
-		if err := sleep(ctx, p.cfg.Pause); err != nil {
+		if err := backoff.Sleep(ctx, p.cfg.Pause); err != nil {
 			return deleted, batches, fmt.Errorf("prune stopped after %d rows: %w", deleted, err)
 		}
-	}
-}
-
-// sleep waits d, or less if ctx ends first (then ctx's error).
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

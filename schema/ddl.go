@@ -33,6 +33,11 @@ type Config struct {
 	DeadLetters Table
 }
 
+// SettingDeadLetters names the dead-letter table's setting in errors and
+// fixes, so that a program with a name of its own for it can say it its
+// way.
+const SettingDeadLetters = "schema.Config.DeadLetters"
+
 // DeadLetterTable is c.DeadLetters, or its default beside the outbox table.
 func (c Config) DeadLetterTable() Table {
 	if c.DeadLetters.Name != "" {

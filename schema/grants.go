@@ -5,6 +5,10 @@ import (
 	"strings"
 )
 
+// GrantsForRole is how errors and fixes name the DDL with the grants of
+// GrantsSQL for walrelay's role.
+const GrantsForRole = "the DDL with schema.GrantsSQL(<role>)"
+
 // GrantsSQL is what the outbox table's owner grants the role walrelay runs
 // as, once the tables of DDL exist: USAGE on their schemas, SELECT on the
 // outbox table (`walrelay check` reads the latest rows' topics; the role

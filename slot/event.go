@@ -49,6 +49,6 @@ func IsTooLarge(err error) bool {
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("a replication message of %d bytes on slot %q is over the limit of %d bytes (--max-wal-message-bytes); raise the limit to read that row",
-		e.Size, e.Slot, e.Limit)
+	return fmt.Sprintf("a replication message of %d bytes on slot %q is over the limit of %d bytes (%s); raise the limit to read that row",
+		e.Size, e.Slot, e.Limit, SettingMaxMessageBytes)
 }

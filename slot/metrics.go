@@ -5,6 +5,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walrelay/walrelay/promreg"
 )
 
 // Metrics are the stream's gauges (the slot's lag comes from the Monitor,
@@ -15,6 +17,8 @@ type Metrics struct {
 }
 
 // NewMetrics registers the gauges with reg; a nil reg keeps them private.
+// Registering them twice with one reg is a programming error: it panics,
+// as prometheus.MustRegister does.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		confirmed: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -26,8 +30,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Unix time of the last standby status update sent to PostgreSQL.",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.confirmed, m.lastStatus)
+	if err := promreg.Register(reg, "slot stream metrics", m.confirmed, m.lastStatus); err != nil {
+		panic(err)
 	}
 	return m
 }

@@ -2,7 +2,6 @@ package slot
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/promreg"
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -94,10 +94,8 @@ func NewMonitor(cfg MonitorConfig, log *zap.Logger, reg prometheus.Registerer, p
 	}
 	m := &Monitor{cfg: cfg, log: log, pipe: pipe, dog: watchdog{threshold: cfg.StallThreshold}}
 	m.newMetrics()
-	if reg != nil {
-		if err := registerAll(reg, m, m.stalledGauge, m.pollErrors, m.heartbeats, m.beatErrors); err != nil {
-			return nil, err
-		}
+	if err := promreg.Register(reg, "slot monitor metrics", m, m.stalledGauge, m.pollErrors, m.heartbeats, m.beatErrors); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -226,16 +224,4 @@ func (m *Monitor) close() {
 		m.conn.Close(ctx)
 		m.conn = nil
 	}
-}
-
-func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
-	for i, c := range cs {
-		if err := reg.Register(c); err != nil {
-			for _, done := range cs[:i] {
-				reg.Unregister(done)
-			}
-			return fmt.Errorf("register slot monitor metrics: %w", err)
-		}
-	}
-	return nil
 }

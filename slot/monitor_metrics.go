@@ -26,7 +26,7 @@ var (
 func (m *Monitor) newMetrics() {
 	m.stalledGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "walrelay_stalled",
-		Help: "1 while the stall watchdog sees the WAL move on and the slot's confirmed position stand still, with nothing in flight, for longer than --stall-threshold.",
+		Help: "1 while the stall watchdog sees the WAL move on and the slot's confirmed position stand still, with nothing in flight, for longer than the stall threshold.",
 	})
 	m.pollErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "walrelay_slot_poll_errors_total",

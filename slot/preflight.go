@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/check"
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -30,11 +31,13 @@ type Info struct {
 
 // ConfigError is a preflight verdict: the server, the publication or the
 // slot is not as walrelay needs it. Retrying does not help; an operator
-// has to act.
-type ConfigError struct{ err error }
+// has to act. Result is the failed rule, with its fix.
+type ConfigError struct{ Result check.Result }
 
-func (e *ConfigError) Error() string { return e.err.Error() }
-func (e *ConfigError) Unwrap() error { return e.err }
+// Error says the rule, what it found and the fix on one line.
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%s: %s; fix: %s", e.Result.Name, e.Result.Found, e.Result.Fix)
+}
 
 // IsConfig reports whether err is, or wraps, a *ConfigError.
 func IsConfig(err error) bool {
@@ -42,8 +45,14 @@ func IsConfig(err error) bool {
 	return errors.As(err, &e)
 }
 
-func configErrorf(format string, args ...any) error {
-	return &ConfigError{fmt.Errorf(format, args...)}
+// firstFailure is the first failed result as a *ConfigError, or nil.
+func firstFailure(results []check.Result) error {
+	for _, r := range results {
+		if r.Status == check.Fail {
+			return &ConfigError{r}
+		}
+	}
+	return nil
 }
 
 // connect opens a normal (non-replication) connection for the preflight.
@@ -64,326 +73,133 @@ func connect(ctx context.Context, cfg *Config) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// checkServer verifies the server can do logical decoding.
-func checkServer(ctx context.Context, conn *pgx.Conn) error {
-	var level string
-	if err := conn.QueryRow(ctx, "SHOW wal_level").Scan(&level); err != nil {
-		return fmt.Errorf("read wal_level: %w", err)
-	}
-	if level != "logical" {
-		return configErrorf("wal_level is %q; walrelay needs wal_level=logical (set it in postgresql.conf and restart the server)", level)
-	}
-	return nil
-}
-
-// checkTable verifies the outbox table exists.
-func checkTable(ctx context.Context, conn *pgx.Conn, t schema.Table) error {
-	exists, err := tableExists(ctx, conn, t)
-	if err != nil {
-		return err
-	}
-	if !exists {
-		return configErrorf("table %s does not exist (create it with the DDL of `walrelay schema`, or set --table)", t)
-	}
-	return nil
-}
-
-func tableExists(ctx context.Context, conn *pgx.Conn, t schema.Table) (bool, error) {
-	var exists bool
-	err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t.Quoted()).Scan(&exists)
-	if err != nil {
-		return false, fmt.Errorf("look up table %s: %w", t, err)
-	}
-	return exists, nil
-}
-
-// publication is what pg_publication says of one publication.
-type publication struct {
-	exists                                bool
-	insert, update, delete, truncate, all bool
-	tables                                []schema.Table
-}
-
-func readPublication(ctx context.Context, conn *pgx.Conn, name string) (publication, error) {
-	var p publication
-	err := conn.QueryRow(ctx,
-		"SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables FROM pg_publication WHERE pubname = $1",
-		name).Scan(&p.insert, &p.update, &p.delete, &p.truncate, &p.all)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return p, nil
-	}
-	if err != nil {
-		return p, fmt.Errorf("read publication %q: %w", name, err)
-	}
-	p.exists = true
-	rows, err := conn.Query(ctx, "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = $1", name)
-	if err != nil {
-		return p, fmt.Errorf("read tables of publication %q: %w", name, err)
-	}
-	p.tables, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (schema.Table, error) {
-		var t schema.Table
-		return t, r.Scan(&t.Schema, &t.Name)
-	})
-	if err != nil {
-		return p, fmt.Errorf("read tables of publication %q: %w", name, err)
-	}
-	return p, nil
-}
-
-// covers reports whether the publication includes table t.
-func (p publication) covers(t schema.Table) bool {
-	for _, pt := range p.tables {
-		if pt == t {
-			return true
-		}
-	}
-	return false
-}
-
-// extras lists what the publication publishes besides the inserts into
-// table t: other operations, all tables, or other tables.
-func (p publication) extras(t schema.Table) []string {
-	var more []string
-	for _, op := range []struct {
-		on   bool
-		name string
-	}{{p.update, "update"}, {p.delete, "delete"}, {p.truncate, "truncate"}} {
-		if op.on {
-			more = append(more, op.name)
-		}
-	}
-	others := len(p.tables)
-	if p.covers(t) {
-		others--
-	}
-	switch {
-	case p.all:
-		more = append(more, "all tables")
-	case others == 1:
-		more = append(more, "1 other table")
-	case others > 1:
-		more = append(more, fmt.Sprintf("%d other tables", others))
-	}
-	return more
-}
-
-// checkPublication fails when the publication cannot deliver the outbox
-// inserts, and warns when it publishes more than it should.
-func checkPublication(p publication, name string, t schema.Table, log *zap.Logger) error {
-	if !p.exists {
-		return configErrorf("publication %q does not exist (run `walrelay init`)", name)
-	}
-	if !p.insert {
-		return configErrorf("publication %q does not publish inserts; recreate it with publish = 'insert'", name)
-	}
-	if !p.covers(t) {
-		return configErrorf("publication %q does not include table %s", name, t)
-	}
-	if len(p.extras(t)) > 0 {
-		log.Warn("publication publishes more than inserts into the outbox table; walrelay skips the rest, but decoding it costs time",
-			zap.String("publication", name), zap.Int("tables", len(p.tables)), zap.Bool("all_tables", p.all))
-	}
-	return nil
-}
-
-// ReadSlot reads the slot's row of pg_replication_slots.
+// ReadSlot reads the slot's row of pg_replication_slots; a missing slot
+// is the zero Info.
 func ReadSlot(ctx context.Context, conn *pgx.Conn, name string) (Info, error) {
-	var (
-		info      Info
-		db        *string
-		pid       *int32
-		confirmed *pglogrepl.LSN
-		restart   *pglogrepl.LSN
-		walStatus *string
-	)
-	err := conn.QueryRow(ctx, `SELECT coalesce(plugin, ''), slot_type, database, active, active_pid,
-		confirmed_flush_lsn::text, restart_lsn::text, wal_status
-		FROM pg_replication_slots WHERE slot_name = $1`, name).
-		Scan(&info.Plugin, &info.Type, &db, &info.Active, &pid, &confirmed, &restart, &walStatus)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Info{}, nil
-	}
-	if err != nil {
-		return Info{}, fmt.Errorf("read slot %q: %w", name, err)
-	}
-	info.Exists = true
-	if db != nil {
-		info.Database = *db
-	}
-	if pid != nil {
-		info.ActivePID = *pid
-	}
-	if confirmed != nil {
-		info.ConfirmedFlush = *confirmed
-	}
-	if restart != nil {
-		info.RestartLSN = *restart
-	}
-	if walStatus != nil {
-		info.WALStatus = *walStatus
-	}
-	return info, nil
+	f, err := ReadFigures(ctx, conn, name)
+	return f.Info, err
 }
 
-// checkSlot fails on a slot walrelay must not stream from. It never drops or
-// recreates a slot: a lost slot means WAL, and maybe messages, are gone, and
-// an operator has to decide what to do about it.
-func checkSlot(info Info, name, database string) error {
-	switch {
-	case !info.Exists:
-		return configErrorf("replication slot %q does not exist (run `walrelay init`)", name)
-	case info.Type != "logical" || info.Plugin != "pgoutput":
-		return configErrorf("replication slot %q is a %s slot with plugin %q; walrelay needs a logical pgoutput slot", name, info.Type, info.Plugin)
-	case info.Database != database:
-		return configErrorf("replication slot %q belongs to database %q, not %q", name, info.Database, database)
-	case info.WALStatus == "lost":
-		return configErrorf("replication slot %q is lost (wal_status=lost): the server removed WAL it still needed, so outbox messages may never have been published; "+
-			"walrelay will not recreate it: reconcile the outbox table with Kafka, then drop the slot and run `walrelay init`", name)
-	case info.ConfirmedFlush == 0:
-		return configErrorf("replication slot %q has no confirmed_flush_lsn; it is not usable for logical decoding", name)
-	}
-	return nil
-}
-
-func currentDatabase(ctx context.Context, conn *pgx.Conn) (string, error) {
-	var db string
-	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
-		return "", fmt.Errorf("read current database: %w", err)
-	}
-	return db, nil
-}
-
-// Preflight checks the server, the table, the publication and the slot as
-// Run will, without replicating: `walrelay run` calls it before it waits for
-// leadership, so that bad configuration fails at once.
+// Preflight judges the server, the role, the table, the publication and
+// the slot by the rules `walrelay check` reports, without replicating, and
+// returns the first failure as a *ConfigError: `walrelay run` calls it
+// before it waits for leadership, so that bad configuration fails at once.
+// It logs the rules' warnings, once; a fact it cannot read is returned as
+// that error, never as a verdict.
 func Preflight(ctx context.Context, cfg Config, log *zap.Logger) (Info, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return Info{}, err
 	}
-	return preflight(ctx, &cfg, log)
+	info, results, err := preflight(ctx, &cfg)
+	if err == nil {
+		logWarnings(log, results)
+	}
+	return info, err
 }
 
-// preflight checks everything Run needs and returns the slot's state.
-func preflight(ctx context.Context, cfg *Config, log *zap.Logger) (Info, error) {
-	return onServer(ctx, cfg, func(conn *pgx.Conn) (Info, error) {
-		pub, err := readPublication(ctx, conn, cfg.Publication)
-		if err != nil {
-			return Info{}, err
+// preflight is the verdict of Preflight, with the results it came from: a
+// Stream asks it at the start of each session, and logs nothing.
+func preflight(ctx context.Context, cfg *Config) (Info, []check.Result, error) {
+	conn, err := connect(ctx, cfg)
+	if err != nil {
+		return Info{}, nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	f := readFacts(ctx, conn, cfg)
+	if err := f.err(); err != nil {
+		return Info{}, nil, err
+	}
+	results := judge(f, allRules()...)
+	return f.figures.Info, results, firstFailure(results)
+}
+
+// logWarnings logs each warning of results with its fix.
+func logWarnings(log *zap.Logger, results []check.Result) {
+	for _, r := range results {
+		if r.Status == check.Warn {
+			log.Warn("postgres setup: "+r.Name, zap.String("found", r.Found), zap.String("fix", r.Fix))
 		}
-		if err := checkPublication(pub, cfg.Publication, cfg.Table, log); err != nil {
-			return Info{}, err
-		}
-		db, err := currentDatabase(ctx, conn)
-		if err != nil {
-			return Info{}, err
-		}
-		info, err := ReadSlot(ctx, conn, cfg.Slot)
-		if err != nil {
-			return Info{}, err
-		}
-		return info, checkSlot(info, cfg.Slot, db)
-	})
+	}
 }
 
 // Init creates the publication (first: a slot must not predate the
 // publication it decodes with) and a permanent pgoutput slot, each only when
-// missing, and validates what already exists. Running it twice is safe.
+// missing, and judges each group of rules before the next step: it refuses
+// as the preflight does, on the first failure. Running it twice is safe.
 func Init(ctx context.Context, cfg Config, log *zap.Logger) (Info, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return Info{}, err
 	}
-	return onServer(ctx, &cfg, func(conn *pgx.Conn) (Info, error) {
-		if err := ensurePublication(ctx, conn, &cfg, log); err != nil {
-			return Info{}, err
-		}
-		return ensureSlot(ctx, conn, &cfg, log)
-	})
-}
-
-// onServer connects, checks that the server decodes logically and that the
-// outbox table exists, then runs fn on the connection.
-func onServer(ctx context.Context, cfg *Config, fn func(*pgx.Conn) (Info, error)) (Info, error) {
-	conn, err := connect(ctx, cfg)
+	conn, err := connect(ctx, &cfg)
 	if err != nil {
 		return Info{}, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := checkServer(ctx, conn); err != nil {
+	f := readFacts(ctx, conn, &cfg)
+	if err := f.err(); err != nil {
 		return Info{}, err
 	}
-	if err := checkTable(ctx, conn, cfg.Table); err != nil {
+	if err := firstFailure(judge(f, serverRules()...)); err != nil {
 		return Info{}, err
 	}
-	return fn(conn)
+	if err := ensurePublication(ctx, conn, f, log); err != nil {
+		return Info{}, err
+	}
+	if err := ensureSlot(ctx, conn, f, log); err != nil {
+		return Info{}, err
+	}
+	return f.figures.Info, nil
 }
 
-func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg *Config, log *zap.Logger) error {
-	pub, err := readPublication(ctx, conn, cfg.Publication)
-	if err != nil {
-		return err
-	}
-	if !pub.exists {
+// ensurePublication creates the missing publication, then judges it. When
+// the role may not create it, the verdict is the "publication create"
+// rule's: who must run which statement.
+func ensurePublication(ctx context.Context, conn *pgx.Conn, f *facts, log *zap.Logger) error {
+	cfg := f.cfg
+	if !f.pub.Exists {
 		sc := schema.Config{Table: cfg.Table, Publication: cfg.Publication}
 		_, err := conn.Exec(ctx, schema.CreatePublicationSQL(sc))
 		if isInsufficientPrivilege(err) {
-			return publicationPrivilegeError(ctx, conn, sc)
+			if verdict := firstFailure(creatorRule(f)); verdict != nil {
+				return verdict
+			}
 		}
 		if err != nil && !isDuplicate(err) {
 			return fmt.Errorf("create publication %q: %w", cfg.Publication, err)
 		}
 		log.Info("created publication", zap.String("publication", cfg.Publication), zap.Stringer("table", cfg.Table))
-		if pub, err = readPublication(ctx, conn, cfg.Publication); err != nil {
-			return err
+		if f.readPublication(ctx, conn); f.pubErr != nil {
+			return f.pubErr
 		}
 	}
-	return checkPublication(pub, cfg.Publication, cfg.Table, log)
+	return firstFailure(judge(f, publicationRules))
 }
 
-func ensureSlot(ctx context.Context, conn *pgx.Conn, cfg *Config, log *zap.Logger) (Info, error) {
-	db, err := currentDatabase(ctx, conn)
-	if err != nil {
-		return Info{}, err
-	}
-	info, err := ReadSlot(ctx, conn, cfg.Slot)
-	if err != nil {
-		return Info{}, err
-	}
-	if !info.Exists {
+// ensureSlot creates the missing slot, then judges it.
+func ensureSlot(ctx context.Context, conn *pgx.Conn, f *facts, log *zap.Logger) error {
+	cfg := f.cfg
+	if !f.figures.Exists {
 		_, err := conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", cfg.Slot)
 		if err != nil && !isDuplicate(err) {
-			return Info{}, fmt.Errorf("create replication slot %q: %w", cfg.Slot, err)
+			return fmt.Errorf("create replication slot %q: %w", cfg.Slot, err)
 		}
-		if info, err = ReadSlot(ctx, conn, cfg.Slot); err != nil {
-			return Info{}, err
+		if f.readFigures(ctx, conn); f.figuresErr != nil {
+			return f.figuresErr
 		}
-		log.Info("created replication slot", zap.String("slot", cfg.Slot), zap.Stringer("confirmed_flush_lsn", info.ConfirmedFlush))
+		log.Info("created replication slot", zap.String("slot", cfg.Slot), zap.Stringer("confirmed_flush_lsn", f.figures.ConfirmedFlush))
 	}
-	return info, checkSlot(info, cfg.Slot, db)
+	return firstFailure(judge(f, slotRules))
 }
 
-// isDuplicate reports a concurrent creation of the same object.
 // isInsufficientPrivilege is PostgreSQL's "permission denied" (42501).
 func isInsufficientPrivilege(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "42501"
 }
 
-// publicationPrivilegeError says who can create the publication walrelay's
-// role may not: CREATE PUBLICATION takes ownership of the table and CREATE
-// on the database, which a least-privilege role has neither of.
-func publicationPrivilegeError(ctx context.Context, conn *pgx.Conn, sc schema.Config) error {
-	var user, owner string
-	err := conn.QueryRow(ctx, `SELECT current_user, coalesce((SELECT pg_get_userbyid(relowner) FROM pg_class
-		WHERE oid = to_regclass($1)), 'the owner')`, sc.Table.Quoted()).Scan(&user, &owner)
-	if err != nil {
-		user, owner = "walrelay's role", "the table's owner"
-	}
-	return configErrorf("publication %q does not exist and role %s may not create it (CREATE PUBLICATION takes owning %s and CREATE on the database): have %s run %s, then run `walrelay init` again",
-		sc.Publication, user, sc.Table, owner, schema.CreatePublicationSQL(sc))
-}
-
+// isDuplicate reports a concurrent creation of the same object (42710).
 func isDuplicate(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "42710"

@@ -69,13 +69,5 @@ func ReadStatus(ctx context.Context, conn *pgx.Conn, name, pub string) (Status, 
 	if err != nil {
 		return Status{}, err
 	}
-	return Status{Figures: f, Publication: PublicationStatus{
-		Exists:    p.exists,
-		Insert:    p.insert,
-		Update:    p.update,
-		Delete:    p.delete,
-		Truncate:  p.truncate,
-		AllTables: p.all,
-		Tables:    p.tables,
-	}}, nil
+	return Status{Figures: f, Publication: p}, nil
 }

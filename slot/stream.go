@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/backoff"
 	"github.com/walrelay/walrelay/failpoint"
 )
 
@@ -90,9 +90,9 @@ func (s *Stream) Run(ctx context.Context, out chan<- Event, pos Position, draine
 // start runs the preflight and START_REPLICATION, retrying with backoff
 // while another process holds the slot (or taking it over, with TakeOver).
 func (s *Stream) start(ctx context.Context) (Info, error) {
-	backoff := s.cfg.ActiveRetryMin
-	for {
-		info, err := preflight(ctx, &s.cfg, s.log)
+	policy := backoff.Policy{Min: s.cfg.ActiveRetryMin, Max: s.cfg.ActiveRetryMax}
+	for attempt := 0; ; attempt++ {
+		info, _, err := preflight(ctx, &s.cfg)
 		if err != nil {
 			return Info{}, err
 		}
@@ -105,16 +105,14 @@ func (s *Stream) start(ctx context.Context) (Info, error) {
 				return Info{}, err
 			}
 		} else if s.cfg.TakeOver && s.terminateHolder(ctx, info.ActivePID) {
-			backoff = s.cfg.ActiveRetryMin
+			attempt = 0 // the holder is gone: the slot frees at once
 		}
+		d := policy.Delay(attempt)
 		s.log.Info("replication slot is active in another process; waiting",
-			zap.String("slot", s.cfg.Slot), zap.Int32("active_pid", info.ActivePID), zap.Duration("retry_in", backoff))
-		select {
-		case <-ctx.Done():
-			return Info{}, ctx.Err()
-		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
+			zap.String("slot", s.cfg.Slot), zap.Int32("active_pid", info.ActivePID), zap.Duration("retry_in", d))
+		if err := backoff.Sleep(ctx, d); err != nil {
+			return Info{}, err
 		}
-		backoff = min(2*backoff, s.cfg.ActiveRetryMax)
 	}
 }
 

@@ -329,7 +329,7 @@ func TestStreamRefusesAMessageOverTheLimit(t *testing.T) {
 	f.insert(strings.Repeat("x", 64<<10))
 	err := r.result(10 * time.Second)
 	var big *slot.TooLargeError
-	if !errors.As(err, &big) || big.Limit != 8<<10 || big.Size < 64<<10 || !strings.Contains(err.Error(), "--max-wal-message-bytes") {
+	if !errors.As(err, &big) || big.Limit != 8<<10 || big.Size < 64<<10 || !strings.Contains(err.Error(), slot.SettingMaxMessageBytes) {
 		t.Fatalf("Run after a 64 KiB row with an 8 KiB limit: got %v; want a *TooLargeError naming the limit", err)
 	}
 	r.closeDrained()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/check"
 )
@@ -77,7 +78,27 @@ func (s TLSState) Describe() string {
 
 // TLSFix is what to change when the state is not OK.
 const TLSFix = "Use sslmode=verify-full with sslrootcert=<the CA certificate that signed the server's> " +
-	"(--postgres-sslmode verify-full --postgres-sslrootcert /path/to/ca.pem), the host named as in the server's certificate."
+	"(" + SettingSSLMode + " verify-full " + SettingSSLRootCert + " /path/to/ca.pem), the host named as in the server's certificate."
+
+// sslSettings are the ConnParams that set TLS.
+const sslSettings = SettingSSLMode + ", " + SettingSSLRootCert + ", " + SettingSSLCert + " and " + SettingSSLKey
+
+// WarnUnverifiedTLS logs one warning when the connection connString makes
+// is not verified TLS: with anything less than sslmode=verify-full, someone
+// on the network path can read or alter the stream, or pose as the server.
+// Unix sockets need no TLS. It refuses nothing: a loopback or trusted
+// network may be a deliberate choice.
+func WarnUnverifiedTLS(log *zap.Logger, connString string) error {
+	state, err := TLSVerification(connString)
+	if err != nil {
+		return err
+	}
+	if !state.OK() {
+		log.Warn("the connection to PostgreSQL is not verified TLS", zap.Stringer("postgres_tls", state),
+			zap.String("risk", state.Describe()), zap.String("fix", TLSFix))
+	}
+	return nil
+}
 
 // TLSVerification parses connString as pgconn does (libpq's PG* variables
 // included) and classifies it. It reads the files the string names
@@ -126,7 +147,7 @@ func tlsResult(connString string, conn *pgconn.PgConn) check.Result {
 	const name = "postgres tls"
 	state, err := TLSVerification(connString)
 	if err != nil {
-		return check.Failure(name, err.Error(), "Correct the TLS settings of --postgres-url and the --postgres-ssl* flags.")
+		return check.Failure(name, err.Error(), "Correct the TLS settings of "+SettingConnString+" and "+sslSettings+".")
 	}
 	found := state.Describe()
 	if tc, ok := conn.Conn().(*tls.Conn); ok {

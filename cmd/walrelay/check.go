@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/walrelay/walrelay/check"
@@ -26,7 +25,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !ok {
 		return err
 	}
-	report := checkAll(ctx, c)
+	report := reportWithFlags(checkAll(ctx, c))
 	if c.JSON {
 		err = report.WriteJSON(stdout)
 	} else {
@@ -41,9 +40,10 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// checkAll runs the PostgreSQL checks, then the Kafka checks (with its TLS
-// and SASL) with the topics of the outbox rows PostgreSQL gave, each side
-// under its own timeout.
+// checkAll composes the packages' checks: slot's PostgreSQL rules and
+// dlq's dead-letter table, then sink's Kafka checks (with its TLS and SASL)
+// for the topics of the outbox rows PostgreSQL gave, each side under its
+// own timeout.
 func checkAll(ctx context.Context, c config) check.Report {
 	pgCtx, cancel := context.WithTimeout(ctx, checkTimeout)
 	pg, routes := slot.Check(pgCtx, c.Slot, c.Schema.Columns)
@@ -55,7 +55,7 @@ func checkAll(ctx context.Context, c config) check.Report {
 	return append(check.Report(pg), kafka...)
 }
 
-// checkDeadLetters reports whether the dead-letter table exists; nothing
+// checkDeadLetters is dlq's check on a connection of its own; nothing
 // when the server cannot be reached (the PostgreSQL checks said so).
 func checkDeadLetters(ctx context.Context, sc slot.Config, table schema.Table) []check.Result {
 	conn, err := slot.Connect(ctx, sc)
@@ -63,26 +63,7 @@ func checkDeadLetters(ctx context.Context, sc slot.Config, table schema.Table) [
 		return nil
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	store, err := dlq.New(conn, table)
-	if err != nil {
-		return []check.Result{check.Failure("dead-letter table", err.Error(), "Set --dead-letter-table to a valid table name.")}
-	}
-	if err := store.Ready(ctx); err != nil {
-		return []check.Result{check.Failure("dead-letter table", err.Error(), "Run `walrelay init`, which creates it, or apply the DDL of `walrelay schema`.")}
-	}
-	res := []check.Result{check.Pass("dead-letter table", store.Table()+" exists")}
-	missing, err := store.MissingPrivileges(ctx)
-	switch {
-	case err != nil:
-		res = append(res, check.Failure("dead-letter privileges", err.Error(), "Check that the role may read the catalog."))
-	case len(missing) > 0:
-		res = append(res, check.Failure("dead-letter privileges",
-			fmt.Sprintf("the role lacks %s on %s (parking and `walrelay dlq` need SELECT, INSERT, UPDATE and DELETE)", strings.Join(missing, ", "), store.Table()),
-			fmt.Sprintf("Have the table's owner run: GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO <role> (or apply `walrelay schema --grant-to <role>`).", store.Table())))
-	default:
-		res = append(res, check.Pass("dead-letter privileges", "SELECT, INSERT, UPDATE, DELETE"))
-	}
-	return res
+	return dlq.Check(ctx, conn, table)
 }
 
 func plural(n int, one, many string) string {

@@ -12,6 +12,8 @@ import (
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/walrelay/walrelay/secretfile"
 )
 
 // The SASL mechanisms of --kafka-sasl-mechanism, as Kafka names them.
@@ -170,7 +172,7 @@ func (o kafkaSecurityOptions) kafkaSASLPassword() (string, error) {
 	if o.KafkaSASLPassword != "" {
 		return "", errors.New("both --kafka-sasl-password (or WALRELAY_KAFKA_SASL_PASSWORD) and --kafka-sasl-password-file are set: set one")
 	}
-	p, err := readPasswordFile(o.KafkaSASLPasswordFile)
+	p, err := secretfile.Read(o.KafkaSASLPasswordFile)
 	if err != nil {
 		return "", fmt.Errorf("--kafka-sasl-password-file (WALRELAY_KAFKA_SASL_PASSWORD_FILE): %w", err)
 	}

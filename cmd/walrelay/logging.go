@@ -19,6 +19,6 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	ec.TimeKey = "time"
 	ec.EncodeTime = zapcore.ISO8601TimeEncoder
 	sink := zapcore.Lock(zapcore.AddSync(w))
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(ec), sink, lvl)
+	core := flagNamesCore{zapcore.NewCore(zapcore.NewJSONEncoder(ec), sink, lvl)}
 	return zap.New(core, zap.ErrorOutput(sink)), nil
 }

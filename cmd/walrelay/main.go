@@ -57,8 +57,13 @@ A flag has an environment variable, --slot is WALRELAY_SLOT, unless -h says
 wins over its variable; a variable of a flag the verb does not have is ignored.
 `
 
-// run dispatches a verb. It is main without the process: testable.
+// run dispatches a verb. It is main without the process: testable. Its
+// error names walrelay's flags where the packages named their settings.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return flagged(dispatch(ctx, args, stdout, stderr))
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errUsage

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/walrelay/walrelay/leader"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/retention"
@@ -21,7 +23,7 @@ import (
 // file names), which resolve turns into configurations once.
 type options struct {
 	PostgresURL     string
-	Postgres        postgresOptions
+	Postgres        slot.ConnParams // the flags that amend --postgres-url
 	KafkaBrokers    string
 	Table           string
 	Publication     string
@@ -44,17 +46,6 @@ type options struct {
 	DLQ dlqOptions
 	// The flags of TLS and SASL towards Kafka (kafkasec.go).
 	kafkaSecurityOptions
-}
-
-// postgresOptions are the TLS and password flags that amend --postgres-url
-// (see postgresConnString). Empty means unset: the URL's own setting, or
-// libpq's variable (PGSSLMODE, PGPASSWORD, ...), stays in effect.
-type postgresOptions struct {
-	SSLMode      string
-	SSLRootCert  string
-	SSLCert      string
-	SSLKey       string
-	PasswordFile string
 }
 
 // dlqOptions select and filter dead letters for `walrelay dlq`.
@@ -216,7 +207,7 @@ func parseOptions(verb string, args []string, stdout, stderr io.Writer) (options
 
 func postgresFlags(s *flagSet, o *options) {
 	s.group("PostgreSQL connection")
-	s.secret(&o.PostgresURL, "postgres-url", "PostgreSQL URL of the database holding the outbox table, e.g. postgres://user@host:5432/db?sslmode=verify-full (its password is never shown)", redactConnString)
+	s.secret(&o.PostgresURL, "postgres-url", "PostgreSQL URL of the database holding the outbox table, e.g. postgres://user@host:5432/db?sslmode=verify-full (its password is never shown)", slot.RedactConnString)
 	p := &o.Postgres
 	s.str(&p.SSLMode, "postgres-sslmode", "sslmode: disable, allow, prefer, require, verify-ca or verify-full (only verify-full checks that the server is the one named); overrides the URL's")
 	s.str(&p.SSLRootCert, "postgres-sslrootcert", "file of the CA certificates that sign the server's certificate, or system; overrides the URL's")
@@ -387,6 +378,21 @@ func (o options) resolve(s *flagSet) (config, error) {
 		c.Retention = o.retentionConfig(c.Schema)
 	}
 	return c, nil
+}
+
+// postgresConnString is --postgres-url with the --postgres-ssl* flags and
+// the password of --postgres-password-file merged in (slot.ConnParams).
+func (o options) postgresConnString() (string, error) {
+	if o.PostgresURL == "" {
+		return "", fmt.Errorf("--postgres-url (WALRELAY_POSTGRES_URL) is required")
+	}
+	conn, err := o.Postgres.Apply(o.PostgresURL)
+	return conn, flagged(err)
+}
+
+// warnPostgresTLS is slot.WarnUnverifiedTLS, for run.
+func warnPostgresTLS(log *zap.Logger, connString string) error {
+	return slot.WarnUnverifiedTLS(log, connString)
 }
 
 // schemaConfig validates the names of the outbox contract.

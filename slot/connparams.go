@@ -1,49 +1,63 @@
-package main
+package slot
 
 import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
+	"regexp"
 	"slices"
 	"strings"
 
-	"go.uber.org/zap"
+	"github.com/walrelay/walrelay/secretfile"
+)
 
-	"github.com/walrelay/walrelay/slot"
+// ConnParams are libpq connection parameters set beside a connection
+// string, each overriding the same parameter of the string. Empty means
+// unset: the string's own setting, or libpq's variable (PGSSLMODE,
+// PGPASSWORD, PGPASSFILE, ...), read by pgconn, stays in effect.
+type ConnParams struct {
+	// SSLMode is libpq's sslmode: disable, allow, prefer, require,
+	// verify-ca or verify-full.
+	SSLMode string
+	// SSLRootCert, SSLCert and SSLKey are libpq's files of the same names.
+	SSLRootCert, SSLCert, SSLKey string
+	// PasswordFile is a file holding the password (secretfile.Read).
+	PasswordFile string
+}
+
+// The settings of ConnParams, as errors and fixes name them.
+const (
+	SettingSSLMode      = "slot.ConnParams.SSLMode"
+	SettingSSLRootCert  = "slot.ConnParams.SSLRootCert"
+	SettingSSLCert      = "slot.ConnParams.SSLCert"
+	SettingSSLKey       = "slot.ConnParams.SSLKey"
+	SettingPasswordFile = "slot.ConnParams.PasswordFile"
 )
 
 // sslModes are libpq's values of sslmode, weakest first.
 var sslModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}
 
-// postgresConnString is --postgres-url with the --postgres-ssl* flags and the
-// password of --postgres-password-file merged in; each set flag overrides
-// the same parameter of the URL. Unset flags leave the URL as it is, so
-// libpq's variables (PGSSLMODE, PGPASSWORD, PGPASSFILE, ...) keep working
-// through pgconn wherever neither the URL nor a flag sets the parameter.
-// The result holds the password: it goes to pgconn and nowhere else.
-func (o options) postgresConnString() (string, error) {
-	if o.PostgresURL == "" {
-		return "", fmt.Errorf("--postgres-url (WALRELAY_POSTGRES_URL) is required")
-	}
-	params, err := o.Postgres.params()
+// Apply returns connString, a URL (postgres:// or postgresql://) or a
+// keyword/value string, with the set parameters merged in and the password
+// read from PasswordFile. The result holds the password: it is for pgconn
+// (Config.ConnString) and nothing else.
+func (p ConnParams) Apply(connString string) (string, error) {
+	params, err := p.params()
 	if err != nil {
 		return "", err
 	}
-	return mergeConnString(o.PostgresURL, params)
+	return mergeConnString(connString, params)
 }
 
 // connParam is one libpq connection parameter.
 type connParam struct{ key, value string }
 
-// params are the connection parameters the flags set, the password (read
-// from its file) last.
-func (p postgresOptions) params() ([]connParam, error) {
+// params are the parameters p sets, the password last.
+func (p ConnParams) params() ([]connParam, error) {
 	var out []connParam
 	if p.SSLMode != "" {
 		if !slices.Contains(sslModes, p.SSLMode) {
-			return nil, fmt.Errorf("--postgres-sslmode (WALRELAY_POSTGRES_SSLMODE) is %q; want one of %s",
-				p.SSLMode, strings.Join(sslModes, ", "))
+			return nil, fmt.Errorf("%s is %q; want one of %s", SettingSSLMode, p.SSLMode, strings.Join(sslModes, ", "))
 		}
 		out = append(out, connParam{"sslmode", p.SSLMode})
 	}
@@ -53,31 +67,13 @@ func (p postgresOptions) params() ([]connParam, error) {
 		}
 	}
 	if p.PasswordFile != "" {
-		pw, err := readPasswordFile(p.PasswordFile)
+		pw, err := secretfile.Read(p.PasswordFile)
 		if err != nil {
-			return nil, fmt.Errorf("--postgres-password-file (WALRELAY_POSTGRES_PASSWORD_FILE): %w", err)
+			return nil, fmt.Errorf("%s: %w", SettingPasswordFile, err)
 		}
 		out = append(out, connParam{"password", pw})
 	}
 	return out, nil
-}
-
-// readPasswordFile returns the file's content without one trailing line
-// break (\n, \r\n or \r). Its errors name the file, never the content.
-func readPasswordFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err // *fs.PathError: the operation, the path and the reason
-	}
-	pw := strings.TrimSuffix(string(b), "\n")
-	pw = strings.TrimSuffix(pw, "\r")
-	switch {
-	case pw == "":
-		return "", fmt.Errorf("%s holds no password", path)
-	case strings.IndexByte(pw, 0) >= 0:
-		return "", fmt.Errorf("%s holds a NUL byte, which no PostgreSQL password can", path)
-	}
-	return pw, nil
 }
 
 // mergeConnString sets params in a PostgreSQL connection string of either
@@ -100,7 +96,7 @@ func mergeKeywordValue(base string, params []connParam) (string, error) {
 	// An odd run of backslashes at the end would escape the space that
 	// separates the first appended key.
 	if n := len(base) - len(strings.TrimRight(base, `\`)); n%2 == 1 {
-		return "", errors.New("--postgres-url ends with a lone backslash; remove it")
+		return "", errors.New(SettingConnString + " ends with a lone backslash; remove it")
 	}
 	quote := strings.NewReplacer(`\`, `\\`, `'`, `\'`)
 	var b strings.Builder
@@ -197,18 +193,37 @@ func uriEscape(s string) string {
 	return b.String()
 }
 
-// warnPostgresTLS logs one warning when the connection to PostgreSQL is not
-// verified TLS: with anything less than sslmode=verify-full, someone on the
-// network path can read or alter the stream, or pose as the server. Unix
-// sockets need no TLS.
-func warnPostgresTLS(log *zap.Logger, connString string) error {
-	state, err := slot.TLSVerification(connString)
-	if err != nil {
-		return err
+// redactedPassword replaces a password wherever walrelay shows a connection
+// string.
+const redactedPassword = "xxxxx"
+
+// kvPassword finds password and sslpassword in a keyword/value connection
+// string: a quoted value (with \' and \\ escapes) or a bare one.
+var kvPassword = regexp.MustCompile(`(?i)\b(password|sslpassword)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s]*)`)
+
+// RedactConnString is s without its passwords: the URL's user password and
+// any password or sslpassword parameter, in URL or keyword/value form. The
+// URL is split as mergeURL splits it (libpq's way), so multi-host URLs,
+// which net/url refuses, are shown too.
+func RedactConnString(s string) string {
+	if !strings.HasPrefix(s, "postgres://") && !strings.HasPrefix(s, "postgresql://") {
+		return kvPassword.ReplaceAllString(s, "${1}="+redactedPassword)
 	}
-	if !state.OK() {
-		log.Warn("the connection to PostgreSQL is not verified TLS", zap.Stringer("postgres_tls", state),
-			zap.String("risk", state.Describe()), zap.String("fix", slot.TLSFix))
+	i := strings.Index(s, "://") + len("://")
+	scheme, rest := s[:i], s[i:]
+	if j := strings.IndexAny(rest, "@/"); j >= 0 && rest[j] == '@' {
+		if user, _, hasPassword := strings.Cut(rest[:j], ":"); hasPassword {
+			rest = user + ":" + redactedPassword + rest[j:]
+		}
 	}
-	return nil
+	if j := strings.IndexByte(rest, '?'); j >= 0 {
+		pairs := strings.Split(rest[j+1:], "&")
+		for k, pair := range pairs {
+			if key := queryKey(pair); strings.EqualFold(key, "password") || strings.EqualFold(key, "sslpassword") {
+				pairs[k] = key + "=" + redactedPassword
+			}
+		}
+		rest = rest[:j+1] + strings.Join(pairs, "&")
+	}
+	return scheme + rest
 }

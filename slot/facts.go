@@ -1,0 +1,198 @@
+package slot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/schema"
+)
+
+// facts are what the rules judge: the server, its settings, the role, the
+// outbox table, the publication and the slot, as read on one normal
+// connection. Each group keeps the error that kept it from being read, so
+// that a rule reports an unreadable fact as such and never guesses it.
+type facts struct {
+	cfg *Config
+
+	server    serverFacts
+	serverErr error
+
+	settings    serverSettings
+	settingsErr error
+
+	role    roleFacts
+	roleErr error
+
+	tableExists bool
+	tableErr    error
+
+	pub    PublicationStatus
+	pubErr error
+
+	// creator is read only when the publication is missing and the table
+	// exists: it is what decides whether `walrelay init` could create it.
+	creator    creatorFacts
+	creatorErr error
+	creatorSet bool
+
+	figures    Figures
+	figuresErr error
+}
+
+// serverFacts are the connection's database and role and the server's
+// version.
+type serverFacts struct {
+	database, user string
+	version        string // server_version, e.g. "15.4"
+	versionNum     int    // server_version_num, e.g. 150004
+}
+
+// serverSettings are the settings logical replication depends on, and how
+// much of the slot and sender capacity is in use.
+type serverSettings struct {
+	walLevel               string
+	maxSlots, maxSenders   int
+	slotsUsed, sendersUsed int
+	keepSize               *string // nil before PostgreSQL 13
+}
+
+// roleFacts are the role's attributes and its CONNECT privilege.
+type roleFacts struct {
+	super, replication, connect bool
+}
+
+// creatorFacts say whether the role may create the publication: CREATE
+// PUBLICATION takes owning the table (or a role that does) and CREATE on
+// the database.
+type creatorFacts struct {
+	owner        string // the table's owner
+	owns, create bool
+}
+
+const settingsSQL = `SELECT current_setting('wal_level'),
+	current_setting('max_replication_slots')::int, current_setting('max_wal_senders')::int,
+	(SELECT count(*) FROM pg_replication_slots),
+	(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'walsender'),
+	current_setting('max_slot_wal_keep_size', true)`
+
+// readFacts reads every fact the rules judge. It writes nothing.
+func readFacts(ctx context.Context, conn *pgx.Conn, cfg *Config) *facts {
+	f := &facts{cfg: cfg}
+	f.serverErr = conn.QueryRow(ctx, `SELECT current_database(), current_user,
+		current_setting('server_version_num')::int, current_setting('server_version')`).
+		Scan(&f.server.database, &f.server.user, &f.server.versionNum, &f.server.version)
+	s := &f.settings
+	f.settingsErr = conn.QueryRow(ctx, settingsSQL).Scan(&s.walLevel, &s.maxSlots, &s.maxSenders, &s.slotsUsed, &s.sendersUsed, &s.keepSize)
+	f.roleErr = conn.QueryRow(ctx, `SELECT rolsuper, rolreplication, has_database_privilege(current_database(), 'CONNECT')
+		FROM pg_roles WHERE rolname = current_user`).Scan(&f.role.super, &f.role.replication, &f.role.connect)
+	f.tableExists, f.tableErr = tableExists(ctx, conn, cfg.Table)
+	f.readPublication(ctx, conn)
+	f.readFigures(ctx, conn)
+	return f
+}
+
+// readPublication (re)reads the publication and, when it is missing, who
+// may create it.
+func (f *facts) readPublication(ctx context.Context, conn *pgx.Conn) {
+	f.pub, f.pubErr = readPublication(ctx, conn, f.cfg.Publication)
+	f.creatorSet = false
+	if f.pubErr == nil && !f.pub.Exists && f.tableErr == nil && f.tableExists {
+		f.creator, f.creatorErr = readCreator(ctx, conn, f.cfg.Table)
+		f.creatorSet = true
+	}
+}
+
+// readFigures (re)reads the slot's figures.
+func (f *facts) readFigures(ctx context.Context, conn *pgx.Conn) {
+	f.figures, f.figuresErr = ReadFigures(ctx, conn, f.cfg.Slot)
+}
+
+// err is the first error that kept a fact from being read. A preflight
+// returns it as it is: a failed read is no verdict on the setup, and the
+// next attempt may read it.
+func (f *facts) err() error {
+	for _, err := range []error{f.serverErr, f.settingsErr, f.roleErr, f.tableErr, f.pubErr, f.creatorErr, f.figuresErr} {
+		if err != nil {
+			return fmt.Errorf("read the server's setup: %w", err)
+		}
+	}
+	return nil
+}
+
+func tableExists(ctx context.Context, conn *pgx.Conn, t schema.Table) (bool, error) {
+	var exists bool
+	err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t.Quoted()).Scan(&exists)
+	if err != nil {
+		return false, fmt.Errorf("look up table %s: %w", t, err)
+	}
+	return exists, nil
+}
+
+func readCreator(ctx context.Context, conn *pgx.Conn, t schema.Table) (creatorFacts, error) {
+	var c creatorFacts
+	err := conn.QueryRow(ctx, `SELECT pg_get_userbyid(relowner), pg_has_role(relowner, 'USAGE'),
+		has_database_privilege(current_database(), 'CREATE') FROM pg_class WHERE oid = to_regclass($1)`,
+		t.Quoted()).Scan(&c.owner, &c.owns, &c.create)
+	if err != nil {
+		return c, fmt.Errorf("read the owner of %s: %w", t, err)
+	}
+	return c, nil
+}
+
+// readPublication reads what pg_publication and pg_publication_tables
+// say of publication name; a missing one is not an error (Exists false).
+func readPublication(ctx context.Context, conn *pgx.Conn, name string) (PublicationStatus, error) {
+	var p PublicationStatus
+	err := conn.QueryRow(ctx,
+		"SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables FROM pg_publication WHERE pubname = $1",
+		name).Scan(&p.Insert, &p.Update, &p.Delete, &p.Truncate, &p.AllTables)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, nil
+	}
+	if err != nil {
+		return p, fmt.Errorf("read publication %q: %w", name, err)
+	}
+	p.Exists = true
+	rows, err := conn.Query(ctx, "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = $1", name)
+	if err != nil {
+		return p, fmt.Errorf("read tables of publication %q: %w", name, err)
+	}
+	p.Tables, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (schema.Table, error) {
+		var t schema.Table
+		return t, r.Scan(&t.Schema, &t.Name)
+	})
+	if err != nil {
+		return p, fmt.Errorf("read tables of publication %q: %w", name, err)
+	}
+	return p, nil
+}
+
+// extras lists what the publication publishes besides the inserts into
+// table t: other operations, all tables, or other tables.
+func (p PublicationStatus) extras(t schema.Table) []string {
+	var more []string
+	for _, op := range []struct {
+		on   bool
+		name string
+	}{{p.Update, "update"}, {p.Delete, "delete"}, {p.Truncate, "truncate"}} {
+		if op.on {
+			more = append(more, op.name)
+		}
+	}
+	others := len(p.Tables)
+	if p.Covers(t) {
+		others--
+	}
+	switch {
+	case p.AllTables:
+		more = append(more, "all tables")
+	case others == 1:
+		more = append(more, "1 other table")
+	case others > 1:
+		more = append(more, fmt.Sprintf("%d other tables", others))
+	}
+	return more
+}

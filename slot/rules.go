@@ -1,0 +1,357 @@
+package slot
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/walrelay/walrelay/bytesize"
+	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/schema"
+)
+
+// minServerVersion is the oldest PostgreSQL walrelay supports, as
+// server_version_num.
+const minServerVersion = 140000
+
+// A rule judges one part of the setup from the facts: zero or more results,
+// in the order `walrelay check` prints them. A rule never reads the server;
+// a fact it needs that could not be read is a failure saying so.
+type rule func(*facts) []check.Result
+
+// The rules are in groups, in the order walrelay needs things: `walrelay
+// init` creates the publication between the table's group and the
+// publication's, and the slot between the publication's and the slot's.
+// Together they are the one list of what walrelay needs of PostgreSQL:
+// Check reports all of it, a preflight refuses on its first failure.
+var (
+	versionRules     = []rule{versionRule}
+	settingRules     = []rule{walLevelRule, slotsRule, sendersRule, keepSizeRule}
+	roleRules        = []rule{replicationRule, connectRule}
+	tableRules       = []rule{tableRule}
+	publicationRules = []rule{publicationRule, creatorRule, insertsRule, coversRule, scopeRule}
+	slotRules        = []rule{slotRule, pluginRule, databaseRule, walStatusRule, lagRule}
+)
+
+// serverRules are every group before the publication's.
+func serverRules() [][]rule { return [][]rule{versionRules, settingRules, roleRules, tableRules} }
+
+// allRules is the whole list, in order.
+func allRules() [][]rule { return append(serverRules(), publicationRules, slotRules) }
+
+// judge applies the groups of rules to f, in order.
+func judge(f *facts, groups ...[]rule) []check.Result {
+	var out []check.Result
+	for _, g := range groups {
+		for _, r := range g {
+			out = append(out, r(f)...)
+		}
+	}
+	return out
+}
+
+func one(r check.Result) []check.Result { return []check.Result{r} }
+
+// unreadable is the result of a check whose facts could not be read.
+func unreadable(name string, err error) check.Result {
+	return check.Failure(name, "cannot read: "+err.Error(),
+		"Fix the cause in the error; the checks read pg_settings, pg_roles, pg_class, pg_publication and pg_replication_slots.")
+}
+
+func versionRule(f *facts) []check.Result {
+	const name = "server version"
+	switch {
+	case f.serverErr != nil:
+		return one(unreadable(name, f.serverErr))
+	case f.server.versionNum < minServerVersion:
+		return one(check.Failure(name, "PostgreSQL "+f.server.version+"; walrelay needs 14 or newer", "Upgrade the server to PostgreSQL 14 or newer."))
+	}
+	return one(check.Pass(name, "PostgreSQL "+f.server.version))
+}
+
+func walLevelRule(f *facts) []check.Result {
+	const name = "wal_level"
+	switch {
+	case f.settingsErr != nil:
+		return one(unreadable(name, f.settingsErr))
+	case f.settings.walLevel == "logical":
+		return one(check.Pass(name, "logical"))
+	}
+	return one(check.Failure(name, f.settings.walLevel+"; logical decoding needs logical",
+		"Set wal_level = logical (postgresql.conf or ALTER SYSTEM) and restart the server."))
+}
+
+// slotsRule judges max_replication_slots. An unreadable slot counts as
+// missing: the warning then errs on the side of saying more.
+func slotsRule(f *facts) []check.Result {
+	const name = "max_replication_slots"
+	if f.settingsErr != nil {
+		return one(unreadable(name, f.settingsErr))
+	}
+	s, slot := f.settings, f.cfg.Slot
+	found := fmt.Sprintf("%d, %d in use", s.maxSlots, s.slotsUsed)
+	switch {
+	case s.maxSlots == 0:
+		return one(check.Failure(name, found, "Set max_replication_slots to at least 1 (one per walrelay slot) and restart the server."))
+	case f.figuresErr == nil && f.figures.Exists:
+		return one(check.Pass(name, found+fmt.Sprintf(", slot %q among them", slot)))
+	case s.slotsUsed >= s.maxSlots:
+		return one(check.Warning(name, found+fmt.Sprintf(": none left for slot %q, which does not exist yet", slot),
+			"Drop an unused slot, or raise max_replication_slots and restart the server, before `walrelay init`."))
+	}
+	return one(check.Pass(name, found))
+}
+
+// sendersRule judges max_wal_senders. An unreadable slot counts as
+// inactive.
+func sendersRule(f *facts) []check.Result {
+	const name = "max_wal_senders"
+	if f.settingsErr != nil {
+		return one(unreadable(name, f.settingsErr))
+	}
+	s := f.settings
+	found := fmt.Sprintf("%d, %d in use", s.maxSenders, s.sendersUsed)
+	switch {
+	case s.maxSenders == 0:
+		return one(check.Failure(name, found, "Set max_wal_senders to at least 1 (one per streaming walrelay) and restart the server."))
+	case f.figuresErr == nil && f.figures.Active:
+		return one(check.Pass(name, found+", one of them streams from the slot"))
+	case s.sendersUsed >= s.maxSenders:
+		return one(check.Warning(name, found+": none left for walrelay to stream",
+			"Stop an unused replication client, or raise max_wal_senders and restart the server."))
+	}
+	return one(check.Pass(name, found))
+}
+
+func keepSizeRule(f *facts) []check.Result {
+	const name = "max_slot_wal_keep_size"
+	keep := f.settings.keepSize
+	switch {
+	case f.settingsErr != nil:
+		return one(unreadable(name, f.settingsErr))
+	case keep == nil:
+		return one(check.Warning(name, "not supported by this server: the WAL kept for a slot is unlimited",
+			"Upgrade the server to PostgreSQL 14 or newer and set max_slot_wal_keep_size."))
+	case *keep == "-1":
+		return one(check.Warning(name, "-1 (unlimited): a stuck slot keeps WAL until the disk is full",
+			"Set max_slot_wal_keep_size to what the WAL disk can spare (e.g. 10GB) and alert on wal_status, which walrelay exports."))
+	}
+	return one(check.Pass(name, *keep))
+}
+
+func replicationRule(f *facts) []check.Result {
+	const name = "role replication"
+	user := f.server.user
+	switch {
+	case f.roleErr != nil:
+		return one(unreadable(name, f.roleErr))
+	case f.role.super:
+		return one(check.Warning(name, fmt.Sprintf("role %s runs as superuser", user),
+			"Use a role with REPLICATION only (owning the outbox table for `walrelay init`), not a superuser."))
+	case f.role.replication:
+		return one(check.Pass(name, fmt.Sprintf("role %s has REPLICATION", user)))
+	}
+	return one(check.Failure(name, fmt.Sprintf("role %s has neither REPLICATION nor superuser", user),
+		fmt.Sprintf("As a superuser: ALTER ROLE %s REPLICATION.", schema.QuoteIdentifier(user))))
+}
+
+func connectRule(f *facts) []check.Result {
+	const name = "database connect"
+	user, db := f.server.user, f.server.database
+	switch {
+	case f.roleErr != nil:
+		return one(unreadable(name, f.roleErr))
+	case f.role.connect:
+		return one(check.Pass(name, fmt.Sprintf("role %s may connect to database %s", user, db)))
+	}
+	return one(check.Failure(name, fmt.Sprintf("role %s has no CONNECT on database %s", user, db),
+		fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s.", schema.QuoteIdentifier(db), schema.QuoteIdentifier(user))))
+}
+
+func tableRule(f *facts) []check.Result {
+	const name = "outbox table"
+	t := f.cfg.Table
+	switch {
+	case f.tableErr != nil:
+		return one(unreadable(name, f.tableErr))
+	case f.tableExists:
+		return one(check.Pass(name, t.String()+" exists"))
+	}
+	return one(check.Failure(name, t.String()+" does not exist",
+		"Create it with the DDL that `walrelay schema` prints, or point "+SettingTable+" at the outbox table."))
+}
+
+// publicationRule reports whether the publication exists; the other
+// publication rules say nothing when it cannot be read or is missing.
+func publicationRule(f *facts) []check.Result {
+	const name = "publication"
+	switch {
+	case f.pubErr != nil:
+		return one(unreadable(name, f.pubErr))
+	case !f.pub.Exists:
+		return one(check.Failure(name, fmt.Sprintf("publication %q does not exist", f.cfg.Publication),
+			"Run `walrelay init`, which creates it insert-only for the outbox table."))
+	}
+	return one(check.Pass(name, fmt.Sprintf("publication %q exists", f.cfg.Publication)))
+}
+
+// creatorRule reports, for a missing publication of an existing table,
+// whether the role could create it: CREATE on the database and owning the
+// table (or superuser), as CREATE PUBLICATION requires.
+func creatorRule(f *facts) []check.Result {
+	const name = "publication create"
+	if !f.creatorSet {
+		return nil
+	}
+	if f.creatorErr != nil {
+		return one(unreadable(name, f.creatorErr))
+	}
+	c, user, t := f.creator, f.server.user, f.cfg.Table
+	ddl := schema.CreatePublicationSQL(schema.Config{Table: t, Publication: f.cfg.Publication})
+	switch {
+	case f.role.super || c.owns && c.create:
+		return one(check.Pass(name, fmt.Sprintf("role %s may create it: `walrelay init` can", user)))
+	case !c.owns:
+		return one(check.Failure(name, fmt.Sprintf("role %s may not create it: it does not own %s (%s does), and CREATE PUBLICATION takes owning the table", user, t, c.owner),
+			fmt.Sprintf("Have %s run: %s; then run `walrelay init` again.", c.owner, ddl)))
+	}
+	return one(check.Failure(name, fmt.Sprintf("role %s may not create it: it has no CREATE on database %s, which CREATE PUBLICATION takes", user, f.server.database),
+		fmt.Sprintf("GRANT CREATE ON DATABASE %s TO %s, or have the table's owner run: %s; then run `walrelay init` again.",
+			schema.QuoteIdentifier(f.server.database), schema.QuoteIdentifier(user), ddl)))
+}
+
+func insertsRule(f *facts) []check.Result {
+	const name = "publication inserts"
+	if f.pubErr != nil || !f.pub.Exists {
+		return nil
+	}
+	if f.pub.Insert {
+		return one(check.Pass(name, "publishes inserts"))
+	}
+	pub := f.cfg.Publication
+	return one(check.Failure(name, fmt.Sprintf("publication %q does not publish inserts", pub),
+		fmt.Sprintf("ALTER PUBLICATION %s SET (publish = 'insert').", schema.QuoteIdentifier(pub))))
+}
+
+func coversRule(f *facts) []check.Result {
+	const name = "publication table"
+	if f.pubErr != nil || !f.pub.Exists {
+		return nil
+	}
+	pub, t := f.cfg.Publication, f.cfg.Table
+	if f.pub.Covers(t) {
+		return one(check.Pass(name, "includes "+t.String()))
+	}
+	return one(check.Failure(name, fmt.Sprintf("publication %q does not include table %s", pub, t),
+		fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s.", schema.QuoteIdentifier(pub), t.Quoted())))
+}
+
+// scopeRule warns when the publication publishes more than the outbox
+// inserts: walrelay skips the rest, but the server decodes and sends it.
+func scopeRule(f *facts) []check.Result {
+	const name = "publication scope"
+	if f.pubErr != nil || !f.pub.Exists {
+		return nil
+	}
+	p, pub, t := f.pub, f.cfg.Publication, f.cfg.Table
+	more := p.extras(t)
+	if len(more) == 0 {
+		return one(check.Pass(name, "inserts into "+t.String()+" only"))
+	}
+	fix := fmt.Sprintf("ALTER PUBLICATION %[1]s SET (publish = 'insert'), then ALTER PUBLICATION %[1]s SET TABLE %[2]s.",
+		schema.QuoteIdentifier(pub), t.Quoted())
+	if p.AllTables {
+		fix = "It works as it is; narrowing a FOR ALL TABLES publication takes a new one FOR TABLE " + t.Quoted() +
+			" WITH (publish = 'insert') and a new slot, switched to only once the old slot has caught up."
+	}
+	return one(check.Warning(name, fmt.Sprintf("publication %q also publishes %s", pub, strings.Join(more, ", ")), fix))
+}
+
+// slotRule reports whether the slot exists; the other slot rules say
+// nothing when it cannot be read or is missing.
+func slotRule(f *facts) []check.Result {
+	const name = "slot"
+	s, fig := f.cfg.Slot, f.figures
+	switch {
+	case f.figuresErr != nil:
+		return one(unreadable(name, f.figuresErr))
+	case !fig.Exists:
+		return one(check.Failure(name, fmt.Sprintf("slot %q does not exist", s),
+			"Run `walrelay init`, which creates it after the publication."))
+	case fig.Active:
+		return one(check.Pass(name, fmt.Sprintf("slot %q exists, in use by pid %d", s, fig.ActivePID)))
+	}
+	return one(check.Pass(name, fmt.Sprintf("slot %q exists, not in use", s)))
+}
+
+// slotExists is the condition of the rules after slotRule.
+func (f *facts) slotExists() bool { return f.figuresErr == nil && f.figures.Exists }
+
+func pluginRule(f *facts) []check.Result {
+	const name = "slot plugin"
+	if !f.slotExists() {
+		return nil
+	}
+	fig := f.figures
+	if fig.Type == "logical" && fig.Plugin == "pgoutput" {
+		return one(check.Pass(name, "logical, pgoutput"))
+	}
+	return one(check.Failure(name, fmt.Sprintf("slot %q is a %s slot with plugin %q; walrelay needs a logical pgoutput slot", f.cfg.Slot, fig.Type, fig.Plugin),
+		"Leave this slot to its client and give walrelay its own "+SettingSlot+", created by `walrelay init`."))
+}
+
+func databaseRule(f *facts) []check.Result {
+	const name = "slot database"
+	if !f.slotExists() {
+		return nil
+	}
+	s, have, want := f.cfg.Slot, f.figures.Database, f.server.database
+	if have == want {
+		return one(check.Pass(name, want))
+	}
+	belongs := fmt.Sprintf("slot %q belongs to database %q, not %q", s, have, want)
+	if have == "" {
+		belongs = fmt.Sprintf("slot %q belongs to no database, not to %q", s, want)
+	}
+	return one(check.Failure(name, belongs,
+		"Point "+SettingConnString+" at the slot's database, or give walrelay its own "+SettingSlot+" for this one."))
+}
+
+func walStatusRule(f *facts) []check.Result {
+	const name = "slot wal_status"
+	if !f.slotExists() {
+		return nil
+	}
+	fig := f.figures
+	found := fig.WALStatus
+	if fig.SafeWALSize != nil {
+		found += fmt.Sprintf(", safe_wal_size %s", bytesize.Format(*fig.SafeWALSize))
+	}
+	switch fig.WALStatus {
+	case "reserved", "extended":
+		return one(check.Pass(name, found))
+	case "unreserved":
+		return one(check.Warning(name, found+": the server will remove WAL the slot still needs at its next checkpoint",
+			"Get walrelay streaming and confirming now, or raise max_slot_wal_keep_size, before the slot is lost."))
+	case "lost":
+		return one(check.Failure(name, fmt.Sprintf("lost: the server removed WAL slot %q needed, so outbox messages may never have been published", f.cfg.Slot),
+			"Reconcile the outbox table with Kafka, then drop the slot and run `walrelay init`; walrelay never does this itself."))
+	}
+	return one(check.Warning(name, fmt.Sprintf("%q: the slot holds no WAL", fig.WALStatus),
+		"Drop the slot and run `walrelay init` once you know nothing needs its position."))
+}
+
+// lagRule is information: how much WAL the slot has not confirmed. A slot
+// without a confirmed position cannot decode at all.
+func lagRule(f *facts) []check.Result {
+	const name = "slot lag"
+	if !f.slotExists() {
+		return nil
+	}
+	fig := f.figures
+	if fig.ConfirmedFlush == 0 {
+		return one(check.Failure(name, "no confirmed_flush_lsn: the slot is not usable for logical decoding",
+			"Drop the slot and run `walrelay init` once you know nothing needs it."))
+	}
+	return one(check.Pass(name, fmt.Sprintf("%s (%d bytes) of WAL not confirmed: confirmed_flush_lsn %s, server at %s",
+		bytesize.Format(int64(fig.LagBytes())), fig.LagBytes(), fig.ConfirmedFlush, fig.CurrentWAL)))
+}
