@@ -107,18 +107,18 @@ func securityResult(tc *tls.Config, mech sasl.Mechanism) check.Result {
 		found += ", whose credentials travel in clear text"
 	}
 	return check.Warning(name, found,
-		"Use a TLS listener of the brokers (SSL or SASL_SSL) and set --kafka-tls, or --kafka-tls-ca-file for a CA of your own.")
+		"Use a TLS listener of the brokers (SSL or SASL_SSL) and set "+SettingTLS+", with "+SettingTLSTrust+" for a CA of your own.")
 }
 
 // reachFix is the fix for brokers that Ping could not use.
 func reachFix(err error) string {
 	switch {
 	case isAuthError(err):
-		return "Check --kafka-sasl-mechanism, --kafka-sasl-username and the password (--kafka-sasl-password or --kafka-sasl-password-file) against the users the brokers' listener knows."
+		return "Check " + SettingSASL + " (the mechanism, the user and the password) against the users the brokers' listener knows."
 	case isTLSError(err):
-		return "Check --kafka-tls-ca-file (the CA that signed the brokers' certificates), --kafka-tls-server-name (a name in their certificates) and, for listeners that require one, the client certificate (--kafka-tls-cert-file, --kafka-tls-key-file)."
+		return "Check " + SettingTLSTrust + " (the CA that signed the brokers' certificates, a name in their certificates) and, for listeners that require one, the client certificate (" + SettingClientCert + ")."
 	}
-	return "Check --kafka-brokers and that the brokers run and accept this client (listeners, advertised.listeners, TLS and SASL settings, firewall)."
+	return "Check " + SettingBrokers + " and that the brokers run and accept this client (listeners, advertised.listeners, TLS and SASL settings, firewall)."
 }
 
 // kafkaChecker runs the checks of Check and collects their results.

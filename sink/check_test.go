@@ -297,8 +297,8 @@ func TestSecurityResult(t *testing.T) {
 		if r.Name != "kafka tls" || r.Status != tt.status || r.Found != tt.found {
 			t.Errorf("%s: got %s %s %q; want kafka tls %s %q", tt.name, r.Name, r.Status, r.Found, tt.status, tt.found)
 		}
-		if tt.status == check.Warn && !strings.Contains(r.Fix, "--kafka-tls") {
-			t.Errorf("%s: fix %q; want it to name --kafka-tls", tt.name, r.Fix)
+		if tt.status == check.Warn && !strings.Contains(r.Fix, SettingTLS) {
+			t.Errorf("%s: fix %q; want it to name %s", tt.name, r.Fix, SettingTLS)
 		}
 	}
 }

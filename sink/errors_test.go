@@ -89,20 +89,21 @@ func TestRecordErrorNamesLowestIndex(t *testing.T) {
 	}
 }
 
-// Ping's error says which step failed, and the check's fix follows it.
+// Ping's error says which step failed, and the check's fix names the
+// settings of that step (walrelay says them as its flags).
 func TestPingErrorNamesTheStep(t *testing.T) {
 	tests := []struct {
 		name      string
 		err       error
 		want, fix string
 	}{
-		{"SASL", fmt.Errorf("%w: invalid credentials", kafka.SASLAuthenticationFailed), "kafka brokers b:9093 refused the SASL authentication: ", "--kafka-sasl-mechanism"},
-		{"mechanism", kafka.UnsupportedSASLMechanism, "refused the SASL authentication", "--kafka-sasl-username"},
-		{"unknown CA", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, "TLS handshake with kafka brokers b:9093 failed: ", "--kafka-tls-ca-file"},
-		{"wrong name", fmt.Errorf("dial: %w", x509.HostnameError{Host: "kafka.invalid", Certificate: &x509.Certificate{}}), "TLS handshake", "--kafka-tls-server-name"},
-		{"no client certificate", &net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}, "TLS handshake with kafka brokers b:9093 failed: remote error", "--kafka-tls-cert-file"},
-		{"closed", io.EOF, "kafka brokers b:9093 closed the connection (does their listener expect", "--kafka-brokers"},
-		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, "kafka brokers b:9093 do not answer: ", "--kafka-brokers"},
+		{"SASL", fmt.Errorf("%w: invalid credentials", kafka.SASLAuthenticationFailed), "kafka brokers b:9093 refused the SASL authentication: ", SettingSASL},
+		{"mechanism", kafka.UnsupportedSASLMechanism, "refused the SASL authentication", SettingSASL},
+		{"unknown CA", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, "TLS handshake with kafka brokers b:9093 failed: ", SettingTLSTrust},
+		{"wrong name", fmt.Errorf("dial: %w", x509.HostnameError{Host: "kafka.invalid", Certificate: &x509.Certificate{}}), "TLS handshake", SettingTLSTrust},
+		{"no client certificate", &net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}, "TLS handshake with kafka brokers b:9093 failed: remote error", SettingClientCert},
+		{"closed", io.EOF, "kafka brokers b:9093 closed the connection (does their listener expect", SettingBrokers},
+		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, "kafka brokers b:9093 do not answer: ", SettingBrokers},
 	}
 	for _, tt := range tests {
 		err := pingError("b:9093", tt.err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/walrelay/walrelay/check"
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
 )
 
@@ -26,6 +27,12 @@ var settingFlags = [][2]string{
 	{slot.SettingSSLKey, "--postgres-sslkey"},
 	{slot.SettingPasswordFile, "--postgres-password-file"},
 	{schema.SettingDeadLetters, "--dead-letter-table"},
+	// Longer names first: a replacer tries its pairs in order.
+	{sink.SettingTLSTrust, "--kafka-tls-ca-file, --kafka-tls-server-name"},
+	{sink.SettingClientCert, "--kafka-tls-cert-file, --kafka-tls-key-file"},
+	{sink.SettingTLS, "--kafka-tls"},
+	{sink.SettingSASL, "--kafka-sasl-mechanism, --kafka-sasl-username, --kafka-sasl-password or --kafka-sasl-password-file"},
+	{sink.SettingBrokers, "--kafka-brokers"},
 	{schema.GrantsForRole, "`walrelay schema --grant-to <role>`"},
 }
 

@@ -3,30 +3,35 @@ package main
 import (
 	"bytes"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
 )
 
 // Every flag a setting maps to is a flag of some verb.
 func TestSettingFlagsExist(t *testing.T) {
+	flagToken := regexp.MustCompile(`--[a-z0-9-]+`)
 	for _, sf := range settingFlags {
 		if !strings.HasPrefix(sf[1], "--") {
 			continue // a command, not a flag
 		}
-		found := false
-		for _, verb := range verbNames() {
-			var o options
-			s := newFlagSet(verb)
-			bindVerb(verb, s, &o)
-			found = found || s.has(strings.TrimPrefix(sf[1], "--"))
-		}
-		if !found {
-			t.Errorf("setting %s maps to %s: got no verb with that flag; want one", sf[0], sf[1])
+		for _, name := range flagToken.FindAllString(sf[1], -1) {
+			found := false
+			for _, verb := range verbNames() {
+				var o options
+				s := newFlagSet(verb)
+				bindVerb(verb, s, &o)
+				found = found || s.has(strings.TrimPrefix(name, "--"))
+			}
+			if !found {
+				t.Errorf("setting %s maps to %s: got no verb with %s; want one", sf[0], sf[1], name)
+			}
 		}
 	}
 }
@@ -51,6 +56,14 @@ func TestErrorsSayFlags(t *testing.T) {
 func TestReportSaysFlags(t *testing.T) {
 	r := reportWithFlags(check.Report{check.Failure("slot database", "x", "Point "+slot.SettingConnString+" at it, or set "+slot.SettingSlot+".")})
 	if want := "Point --postgres-url at it, or set --slot."; r[0].Fix != want {
+		t.Errorf("fix: got %q; want %q", r[0].Fix, want)
+	}
+	// The Kafka settings: the longer names are not cut by the shorter.
+	r = reportWithFlags(check.Report{check.Failure("kafka reachable", "x",
+		"Check "+sink.SettingTLSTrust+", then "+sink.SettingClientCert+", "+sink.SettingTLS+" and "+sink.SettingSASL+" on "+sink.SettingBrokers+".")})
+	want := "Check --kafka-tls-ca-file, --kafka-tls-server-name, then --kafka-tls-cert-file, --kafka-tls-key-file, --kafka-tls and " +
+		"--kafka-sasl-mechanism, --kafka-sasl-username, --kafka-sasl-password or --kafka-sasl-password-file on --kafka-brokers."
+	if r[0].Fix != want {
 		t.Errorf("fix: got %q; want %q", r[0].Fix, want)
 	}
 }

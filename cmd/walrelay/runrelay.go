@@ -191,7 +191,7 @@ func (r readiness) check() string {
 	case r.leader() != nil:
 		return ""
 	case !r.relay.Streaming() && r.relay.Halted() != "":
-		return "halted on a message walrelay cannot publish (--on-bad-message halt): " + r.relay.Halted()
+		return "halted on a message walrelay cannot publish (--on-bad-message halt): " + withFlags(r.relay.Halted())
 	case !r.relay.Streaming():
 		return "leader without a streaming replication session"
 	case r.monitor.Stalled():
