@@ -18,6 +18,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/kafkatest"
 )
 
 // The bad inputs of issue 5, each driven through the real binary, a real
@@ -604,7 +605,7 @@ func (b *book) versionsInKafka(aggID string) []int64 {
 	return vs
 }
 
-func sortedRecords(recs []harness.Record) []harness.Record {
+func sortedRecords(recs []kafkatest.Record) []kafkatest.Record {
 	sort.Slice(recs, func(i, j int) bool {
 		if recs[i].Partition != recs[j].Partition {
 			return recs[i].Partition < recs[j].Partition

@@ -20,6 +20,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // The users of the secured broker. SCRAM keeps one password per mechanism,
@@ -128,7 +129,7 @@ func kafkaRuntime(t *testing.T, libs string) (java string, major int) {
 func jvmOptions(logs string, major int) []string {
 	o := []string{"-Xms64m", "-Xmx" + secureKafkaHeap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 		"-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true", "-Dkafka.logs.dir=" + logs}
-	conf := filepath.Join(harness.RepoRoot(), "scripts", "kafka")
+	conf := filepath.Join(rig.RepoRoot(), "scripts", "kafka")
 	if major >= 4 {
 		return append(o, "-Dlog4j2.configurationFile="+filepath.Join(conf, "log4j2.xml"))
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/walrelay/walrelay/test/faultproxy"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // killTypes are the aggregate types (topics) of the kill tests.
@@ -155,7 +156,7 @@ func killAtKeepaliveReply(t *testing.T) {
 	f := harness.New(t, killTypes...)
 	w := newKillWitness(t, f)
 	f.WalrelayOK("init")
-	p, err := faultproxy.Start(harness.Env(t, "WALRELAY_TEST_KAFKA_PROXY"), harness.Env(t, "WALRELAY_TEST_KAFKA_PROXIED"))
+	p, err := faultproxy.Start(rig.Env(t, "WALRELAY_TEST_KAFKA_PROXY"), rig.Env(t, "WALRELAY_TEST_KAFKA_PROXIED"))
 	harness.Must(t, err, "start the Kafka proxy")
 	t.Cleanup(func() { p.Close() }) //nolint:errcheck // closed below; a second Close returns nil
 
@@ -216,7 +217,7 @@ func killAtReconnect(t *testing.T) {
 	written, err := f.Write(context.Background(), harness.Load{Writers: 4, Rows: 1000 * n, MaxTxRows: 100, AggregatesPerWriter: 10, Types: killTypes})
 	harness.Must(t, err, "write outbox rows")
 	restarted := time.Now()
-	harness.Rig(t, "pg.sh", "restart", "fast")
+	rig.Script(t, "pg.sh", "restart", "fast")
 	f.DB.Reset() // the pool's connections died with the server
 	died := killExpectFailpoint(t, r, spec, restarted, 2*time.Minute)
 	fault := killRecordFault(f, fmt.Sprintf("failpoint %s, %s after PostgreSQL was restarted (fast)", spec, died.Round(time.Millisecond)))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/walrelay/walrelay/test/faultproxy"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // linkTypes are the aggregate types (topics) of the link and leader tests.
@@ -310,8 +311,8 @@ func TestReplicationLinkCutAndStalled(t *testing.T) {
 // Kafka move until the link is back. Then the slot catches up.
 func TestKafkaLinkCutAndStalled(t *testing.T) {
 	sc := scale(t)
-	proxied := harness.Env(t, "WALRELAY_TEST_KAFKA_PROXIED")
-	proxyAddr := harness.Env(t, "WALRELAY_TEST_KAFKA_PROXY")
+	proxied := rig.Env(t, "WALRELAY_TEST_KAFKA_PROXIED")
+	proxyAddr := rig.Env(t, "WALRELAY_TEST_KAFKA_PROXY")
 	proxy, err := faultproxy.Start(proxyAddr, proxied)
 	harness.Must(t, err, "start the Kafka proxy at %s", proxyAddr)
 	t.Cleanup(func() { proxy.Close() }) //nolint:errcheck // the listener's error does not matter here

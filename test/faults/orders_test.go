@@ -22,6 +22,7 @@ import (
 
 	"github.com/walrelay/walrelay/examples/orderevents"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/kafkatest"
 )
 
 // shopOrders is how many orders the business-outcome test submits.
@@ -240,7 +241,7 @@ func shopLag(t *testing.T, f *harness.Fixture, group, topic string) int64 {
 			parts = append(parts, int(pos.Partition))
 		}
 	}
-	committed, err := harness.Committed(context.Background(), f.Brokers, group, topic, parts)
+	committed, err := kafkatest.Committed(context.Background(), f.Brokers, group, topic, parts)
 	harness.Must(t, err, "fetch the offsets of group %s", group)
 	var behind int64
 	for _, p := range parts {

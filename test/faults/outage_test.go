@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // The outage tests: Kafka paused or killed for a minute, PostgreSQL
@@ -62,7 +63,7 @@ func TestKafkaPausedUnderLoad(t *testing.T) {
 	var pid int
 	outageKafka(t, "SIGSTOP",
 		func(t *testing.T) {
-			pid = harness.KafkaPid(t)
+			pid = rig.KafkaPid(t)
 			harness.Must(t, syscall.Kill(pid, syscall.SIGSTOP), "SIGSTOP kafka")
 			// Never leave the shared broker frozen behind a failed test.
 			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) }) //nolint:errcheck // may be running already
@@ -75,7 +76,7 @@ func TestKafkaPausedUnderLoad(t *testing.T) {
 func TestKafkaKilledUnderLoad(t *testing.T) {
 	outageKafka(t, "SIGKILL",
 		func(t *testing.T) {
-			pid := harness.KafkaPid(t)
+			pid := rig.KafkaPid(t)
 			harness.Must(t, syscall.Kill(pid, syscall.SIGKILL), "SIGKILL kafka")
 			t.Cleanup(func() {
 				if out, err := outageRigScript("kafka.sh", "start"); err != nil {
@@ -84,7 +85,7 @@ func TestKafkaKilledUnderLoad(t *testing.T) {
 			})
 			outageWaitGone(t, pid)
 		},
-		func(t *testing.T) { harness.Rig(t, "kafka.sh", "start") })
+		func(t *testing.T) { rig.Script(t, "kafka.sh", "start") })
 }
 
 // outageKafka runs the Kafka outage scenario: steady load, stop Kafka with
@@ -329,7 +330,7 @@ type outagePGLog struct {
 
 func outagePGLogFrom(t *testing.T) outagePGLog {
 	t.Helper()
-	path := harness.Env(t, "WALRELAY_TEST_PG_LOG")
+	path := rig.Env(t, "WALRELAY_TEST_PG_LOG")
 	st, err := os.Stat(path)
 	harness.Must(t, err, "stat the PostgreSQL log")
 	return outagePGLog{path: path, offset: st.Size()}
@@ -390,7 +391,7 @@ func (l *outageLoad) stop() (int, error) {
 // outageRigScript runs a rig script outside a test's control flow (in a
 // cleanup, where a failure must not stop the other cleanups).
 func outageRigScript(script string, args ...string) (string, error) {
-	out, err := osexec.Command(filepath.Join(harness.RepoRoot(), "scripts", script), args...).CombinedOutput()
+	out, err := osexec.Command(filepath.Join(rig.RepoRoot(), "scripts", script), args...).CombinedOutput()
 	return string(out), err
 }
 
@@ -489,7 +490,7 @@ func outageRestartPG(t *testing.T, f *harness.Fixture, r *harness.Relay, db *pgx
 	rs := outageRestart{sessions: sessions, mark: f.Mark()}
 	rs.window = outageWindow{records: rs.mark.Records(), committed: outageCount(t, f), confirmed: f.ConfirmedLSN()}
 	at := time.Now()
-	harness.Rig(t, "pg.sh", "restart", mode)
+	rig.Script(t, "pg.sh", "restart", mode)
 	rs.done = time.Now()
 	// The fixture's pooled connections died with the server.
 	f.DB.Reset()

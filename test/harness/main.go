@@ -11,11 +11,15 @@ package harness
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // Binary is the walrelay executable under test, built by Main with -race.
@@ -69,3 +73,30 @@ func Build(dir, pkg string, tags ...string) (string, error) {
 	}
 	return out, nil
 }
+
+// freePort returns a loopback address nobody listens on right now.
+func FreePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return "127.0.0.1:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+func Must(t *testing.T, err error, what string, args ...any) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", fmt.Sprintf(what, args...), err)
+	}
+}
+
+// Env returns a variable of the rig, as rig.Env.
+func Env(t *testing.T, name string) string {
+	t.Helper()
+	return rig.Env(t, name)
+}
+
+// RepoRoot is the top of the walrelay checkout, as rig.RepoRoot.
+func RepoRoot() string { return rig.RepoRoot() }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/walrelay/walrelay/test/bench/benchenv"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // Run indexes into result.runs and backlog.slots. pg_recvlogical runs
@@ -43,7 +44,7 @@ type result struct {
 func TestBenchDrain(t *testing.T) {
 	pgURL, brokers := harness.Services(t)
 	scale := benchenv.Scale(t)
-	kafkaPid = harness.KafkaPid(t)
+	kafkaPid = rig.KafkaPid(t)
 	loadBefore := benchenv.LoadAverage()
 	var results []result
 	for _, s := range shapes {
