@@ -42,7 +42,7 @@ func newTopicLater(t *testing.T, partitions int) *topic {
 	tp := &topic{t: t, brokers: strings.Split(brokers, ","), partitions: partitions, name: name, group: name}
 	// A topic the test did not create (one a wait made by mistake) goes too.
 	t.Cleanup(func() {
-		kafkatest.DeleteTopics(brokers, tp.name) //nolint:errcheck // best effort
+		kafkatest.DeleteTopics(brokers, tp.name)                                                                               //nolint:errcheck // best effort
 		kafkatest.Client(brokers).DeleteGroups(context.Background(), &kafka.DeleteGroupsRequest{GroupIDs: []string{tp.group}}) //nolint:errcheck // best effort
 	})
 	return tp
