@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
 	"github.com/walrelay/walrelay/test/kafkatest"
 	"github.com/walrelay/walrelay/test/poll"
 	"github.com/walrelay/walrelay/test/rig"
