@@ -192,6 +192,9 @@ func (c *consumer) publishedAt(n int) (time.Time, bool) {
 func (c *consumer) waitAll(within time.Duration) error {
 	var failed error
 	poll.Until(within, 20*time.Millisecond, func() bool {
+		if c.count.Load() >= int64(len(c.arrived)) {
+			return true
+		}
 		select {
 		case err := <-c.errs:
 			if err == nil {
@@ -201,7 +204,7 @@ func (c *consumer) waitAll(within time.Duration) error {
 			return true
 		default:
 		}
-		return c.count.Load() >= int64(len(c.arrived))
+		return false
 	})
 	switch {
 	case failed != nil:
