@@ -103,13 +103,7 @@ func (f *fixture) commitRows(n int, age time.Duration) (ids []string, xid uint64
 // snapshot xmin is past xid, and rows of xid are the pruner's to delete.
 func (f *fixture) awaitHorizon(xid uint64) {
 	f.t.Helper()
-	poll.EventuallyEvery(f.t, 30*time.Second, 50*time.Millisecond, fmt.Sprintf("snapshot xmin past %d (or a long transaction elsewhere on the server)", xid), func() (string, bool) {
-		var s string
-		harness.Must(f.t, f.db.QueryRow(context.Background(), "SELECT pg_snapshot_xmin(pg_current_snapshot())::text").Scan(&s), "read xmin")
-		xmin, err := strconv.ParseUint(s, 10, 64)
-		harness.Must(f.t, err, "parse xmin %q", s)
-		return fmt.Sprintf("snapshot xmin %d", xmin), xmin > xid
-	})
+	pgtest.AwaitSnapshotPast(f.t, f.db, xid)
 }
 
 // ids returns the ids left in the table, sorted.

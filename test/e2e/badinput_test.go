@@ -19,6 +19,7 @@ import (
 
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/kafkatest"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // The bad inputs of issue 5, each driven through the real binary, a real
@@ -878,19 +879,7 @@ func (b *book) describe(ids []string) string {
 // waitHaltLog waits for the relay's first halt and returns its log line.
 func waitHaltLog(t *testing.T, r *harness.Relay) string {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		for _, line := range strings.Split(r.Stderr.String(), "\n") {
-			if strings.Contains(line, "halted on a message walrelay cannot publish") {
-				return line
-			}
-		}
-		r.Running()
-		if time.Now().After(deadline) {
-			t.Fatalf("no halt logged within a minute:\n%s", r.Stderr.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return r.WaitLine("halted on a message walrelay cannot publish", time.Minute)
 }
 
 // positionIn is the LSN of the first position LSN#seq in line; 0 when
@@ -933,15 +922,10 @@ func readyz(t *testing.T, addr string) string {
 // the halted sessions) and returns the answer's body.
 func waitReadyzHalted(t *testing.T, addr string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	var last string
-	for time.Now().Before(deadline) {
+	poll.EventuallyEvery(t, 30*time.Second, 50*time.Millisecond, "/readyz 503 naming the halt", func() (string, bool) {
 		last = readyz(t, addr)
-		if strings.HasPrefix(last, "503 ") && strings.Contains(last, "halted on a message walrelay cannot publish (--on-bad-message halt)") {
-			return strings.TrimPrefix(last, "503 ")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("/readyz never answered 503 naming the halt within 30s; last: %s", last)
-	return ""
+		return "/readyz " + last, strings.HasPrefix(last, "503 ") && strings.Contains(last, "halted on a message walrelay cannot publish (--on-bad-message halt)")
+	})
+	return strings.TrimPrefix(last, "503 ")
 }

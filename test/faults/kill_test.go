@@ -19,6 +19,7 @@ import (
 
 	"github.com/walrelay/walrelay/test/faultproxy"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
 	"github.com/walrelay/walrelay/test/rig"
 )
 
@@ -183,13 +184,15 @@ func killAtKeepaliveReply(t *testing.T) {
 	p.Stall()
 	killInsert(t, f, "inflight", rows)
 	inFlight := 0.0
-	deadline := time.Now().Add(time.Minute)
-	for !r.Exited() && time.Now().Before(deadline) {
+	poll.Until(time.Minute, 20*time.Millisecond, func() bool {
+		if r.Exited() {
+			return true
+		}
 		if v := harness.Scrape(metrics, "walrelay_sink_in_flight_messages"); v > inFlight {
 			inFlight = v
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 	died := killExpectFailpoint(t, r, spec, spawned, time.Minute)
 	// Close, not Restore: a held produce request of the dead relay must not
 	// reach Kafka after the mark.
@@ -274,14 +277,13 @@ func killInsert(t *testing.T, f *harness.Fixture, prefix string, count int) {
 // when the relay exits.
 func killWaitFor(t *testing.T, r *harness.Relay, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		r.Running()
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s\n%s", what, within, r.Stderr.String())
+	poll.Eventually(t, within, what, func() (string, bool) {
+		if cond() {
+			return "", true
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		r.Running()
+		return "none; walrelay output:\n" + r.Stderr.String(), false
+	})
 }
 
 // killExpectFailpoint waits for the relay to die and fails the test unless

@@ -21,6 +21,7 @@ import (
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // The notifier test's figures.
@@ -379,16 +380,15 @@ func notifySummary(t *testing.T, e *notifyEnv, orders map[string]notifyOrder, ma
 // when one of procs exits.
 func notifyWait(t *testing.T, within time.Duration, what string, procs []*notifyProc, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
+	poll.EventuallyEvery(t, within, 100*time.Millisecond, what, func() (string, bool) {
+		if cond() {
+			return "", true
+		}
 		for _, p := range procs {
 			p.Running()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s", what, within)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return "none", false
+	})
 }
 
 // notifyErrors reports the first few errors of one check, then how many

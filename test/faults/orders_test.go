@@ -23,6 +23,7 @@ import (
 	"github.com/walrelay/walrelay/examples/orderevents"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/kafkatest"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // shopOrders is how many orders the business-outcome test submits.
@@ -163,21 +164,18 @@ func shopStartOrders(t *testing.T, f *harness.Fixture, bin string, s *shopRig) *
 		"--outbox-table", "public."+f.Table, "--publication", f.Publication,
 		"--orders-table", "public."+s.orders, "--idempotency-table", "public."+s.keys)
 	p.addr = "http://" + addr
-	deadline := time.Now().Add(time.Minute)
-	for {
+	poll.EventuallyEvery(t, time.Minute, 50*time.Millisecond, "the order service answering /healthz", func() (string, bool) {
 		resp, err := shopHTTP.Get(p.addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return p
+				return "", true
 			}
 		}
 		p.Running()
-		if time.Now().After(deadline) {
-			t.Fatalf("the order service did not answer /healthz within a minute\n%s", p.Tail(30))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return "no answer; its output:\n" + p.Tail(30), false
+	})
+	return p
 }
 
 // shopStartWarehouse runs a warehouse instance in group, with consumer id
@@ -192,23 +190,19 @@ func shopStartWarehouse(t *testing.T, f *harness.Fixture, bin string, s *shopRig
 // early when a process died.
 func (s *shopRig) waitReservations(t *testing.T, within time.Duration, relay *harness.Relay, procs ...*shopProc) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	var got int
-	for {
+	poll.EventuallyEvery(t, within, 250*time.Millisecond, fmt.Sprintf("%d orders with a reservation", shopOrders), func() (string, bool) {
+		var got int
 		err := s.wh.QueryRow(context.Background(), "SELECT count(DISTINCT order_id) FROM reservations").Scan(&got)
 		harness.Must(t, err, "count reservations")
 		if got >= shopOrders {
-			return
+			return "", true
 		}
 		relay.Running()
 		for _, p := range procs {
 			p.Running()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orders with a reservation = %d after %s; want %d", got, within, shopOrders)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return fmt.Sprintf("%d orders with a reservation", got), false
+	})
 }
 
 // waitGroupsCaughtUp waits until each group committed the end offset of
@@ -218,16 +212,10 @@ func (s *shopRig) waitGroupsCaughtUp(t *testing.T, f *harness.Fixture, within ti
 	topic := f.Topic(orderevents.AggregateType)
 	deadline := time.Now().Add(within)
 	for _, g := range groups {
-		for {
+		poll.EventuallyEvery(t, time.Until(deadline), 250*time.Millisecond, fmt.Sprintf("group %s at the end of %s", g, topic), func() (string, bool) {
 			behind := shopLag(t, f, g, topic)
-			if behind == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("group %s is %d records behind the end of %s after %s", g, behind, topic, within)
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
+			return fmt.Sprintf("group %s %d records behind", g, behind), behind == 0
+		})
 	}
 }
 
@@ -481,17 +469,15 @@ func (l *shopLoad) ended() bool {
 // waitProgress waits until at least n orders were submitted (or all were).
 func (l *shopLoad) waitProgress(t *testing.T, n int64, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for l.progress.Load() < n {
+	poll.Eventually(t, within, fmt.Sprintf("%d orders submitted (or the load ended)", n), func() (string, bool) {
 		select {
 		case <-l.done:
-			return
-		case <-time.After(20 * time.Millisecond):
+			return "", true
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orders submitted = %d after %s; want %d", l.progress.Load(), within, n)
-		}
-	}
+		got := l.progress.Load()
+		return fmt.Sprintf("%d orders submitted", got), got >= n
+	})
 }
 
 // wait waits for the load to end and fails the test on any client error.

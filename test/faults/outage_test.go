@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
 	"github.com/walrelay/walrelay/test/rig"
 )
 
@@ -290,13 +291,9 @@ func outageWalsender(t *testing.T, f *harness.Fixture) outageSender {
 // outageWaitGone waits until the process pid no longer exists.
 func outageWaitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("kafka (pid %d) still exists 30s after SIGKILL", pid)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.EventuallyEvery(t, 30*time.Second, 50*time.Millisecond, fmt.Sprintf("kafka (pid %d) gone after SIGKILL", pid), func() (string, bool) {
+		return "it still exists", syscall.Kill(pid, 0) != nil
+	})
 }
 
 // outageWaitProgress lets the load run for at least d and until the slot
@@ -305,13 +302,13 @@ func outageWaitProgress(t *testing.T, f *harness.Fixture, r *harness.Relay, d ti
 	t.Helper()
 	from := f.ConfirmedLSN()
 	start := time.Now()
-	for time.Since(start) < d || f.ConfirmedLSN() == from {
-		if time.Since(start) > 2*time.Minute {
-			t.Fatalf("the slot confirmed nothing within 2 minutes of load")
+	poll.EventuallyEvery(t, 2*time.Minute, 200*time.Millisecond, fmt.Sprintf("at least %s of load and the slot confirming something of it", d), func() (string, bool) {
+		if time.Since(start) >= d && f.ConfirmedLSN() != from {
+			return "", true
 		}
 		r.Running()
-		time.Sleep(200 * time.Millisecond)
-	}
+		return "slot confirmed nothing past " + from.String(), false
+	})
 }
 
 func outageCount(t *testing.T, f *harness.Fixture) int {
@@ -494,14 +491,14 @@ func outageRestartPG(t *testing.T, f *harness.Fixture, r *harness.Relay, db *pgx
 	rs.done = time.Now()
 	// The fixture's pooled connections died with the server.
 	f.DB.Reset()
-	deadline := time.Now().Add(2 * time.Minute)
-	for strings.Count(r.Stderr.String(), `"replication started"`) <= sessions {
-		r.Running()
-		if time.Now().After(deadline) {
-			t.Fatalf("the relay did not stream again within 2 minutes of the %s restart:\n%s", mode, r.Stderr.String())
+	poll.Eventually(t, 2*time.Minute, "the relay streaming again after the "+mode+" restart", func() (string, bool) {
+		out := r.Stderr.String()
+		if strings.Count(out, `"replication started"`) > sessions {
+			return "", true
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		r.Running()
+		return "walrelay output:\n" + out, false
+	})
 	rs.reconnect = time.Since(at)
 	rs.resume = outageLastResume(t, r.Stderr.String())
 	return rs

@@ -78,14 +78,26 @@ func (r *Relay) Stop() int {
 // once when it exits.
 func (r *Relay) WaitStarted() {
 	r.t.Helper()
-	poll.Eventually(r.t, 60*time.Second, `"replication started" in its output`, func() (string, bool) {
+	r.WaitLine(`"replication started"`, 60*time.Second)
+}
+
+// WaitLine waits until the relay has printed a line containing text and
+// returns the first such line; it fails at once when the relay exits.
+func (r *Relay) WaitLine(text string, within time.Duration) string {
+	r.t.Helper()
+	var line string
+	poll.EventuallyEvery(r.t, within, 20*time.Millisecond, "a line with "+text+" in its output", func() (string, bool) {
 		out := r.Stderr.String()
-		if strings.Contains(out, `"replication started"`) {
-			return "", true
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, text) {
+				line = l
+				return "", true
+			}
 		}
 		r.Running()
 		return "walrelay output:\n" + out, false
 	})
+	return line
 }
 
 // running fails the test if the relay has exited.

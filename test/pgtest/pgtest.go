@@ -6,6 +6,8 @@ package pgtest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -154,4 +156,23 @@ func (d *DB) CurrentLSN() pglogrepl.LSN {
 func (d *DB) ConfirmedLSN(slot string) pglogrepl.LSN {
 	d.t.Helper()
 	return d.LSN("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", slot)
+}
+
+// AwaitSnapshotPast waits until no transaction that began before xid ended
+// runs anywhere on the server (tests of other packages share it): then a
+// new snapshot's xmin is past xid, and the rows xid wrote are visible to
+// every transaction that starts.
+func AwaitSnapshotPast(t testing.TB, db *pgxpool.Pool, xid uint64) {
+	t.Helper()
+	poll.EventuallyEvery(t, 30*time.Second, 50*time.Millisecond, fmt.Sprintf("snapshot xmin past %d (or a long transaction elsewhere on the server)", xid), func() (string, bool) {
+		var s string
+		if err := db.QueryRow(context.Background(), "SELECT pg_snapshot_xmin(pg_current_snapshot())::text").Scan(&s); err != nil {
+			t.Fatalf("read xmin: got %v; want a row", err)
+		}
+		xmin, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("parse xmin %q: got %v; want a number", s, err)
+		}
+		return fmt.Sprintf("snapshot xmin %d", xmin), xmin > xid
+	})
 }
