@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/walrelay/walrelay/examples/orderevents"
@@ -130,28 +128,10 @@ type shopRig struct {
 
 func shopSetup(t *testing.T, f *harness.Fixture) *shopRig {
 	t.Helper()
-	ctx := context.Background()
 	s := &shopRig{orders: "orders_" + f.ID, keys: "idem_" + f.ID, f: f}
-	t.Cleanup(func() {
-		f.DB.Exec(context.Background(), "DROP TABLE IF EXISTS "+s.orders+", "+s.keys) //nolint:errcheck // best effort
-	})
-	db := "wh_" + f.ID
-	_, err := f.DB.Exec(ctx, "CREATE DATABASE "+db)
-	harness.Must(t, err, "create database %s", db)
-	t.Cleanup(func() {
-		f.DB.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") //nolint:errcheck // best effort
-	})
-	u, err := url.Parse(f.PGURL)
-	harness.Must(t, err, "parse the rig's PostgreSQL URL")
-	u.Path = "/" + db
-	s.whURL = u.String()
-	s.wh, err = pgxpool.New(ctx, s.whURL)
-	harness.Must(t, err, "connect to %s", db)
-	t.Cleanup(s.wh.Close)
-	client := &kafka.Client{Addr: kafka.TCP(strings.Split(f.Brokers, ",")...), Timeout: 10 * time.Second}
-	t.Cleanup(func() {
-		client.DeleteGroups(context.Background(), &kafka.DeleteGroupsRequest{GroupIDs: []string{"g1_" + f.ID, "g2_" + f.ID}}) //nolint:errcheck // best effort
-	})
+	f.PG.DropTable(s.orders, s.keys)
+	s.whURL, s.wh = f.PG.CreateDatabase("wh_" + f.ID)
+	kafkatest.DeleteGroupsAtCleanup(t, f.Brokers, "g1_"+f.ID, "g2_"+f.ID)
 	return s
 }
 

@@ -34,8 +34,8 @@ type Fixture struct {
 	Publication string
 	Slot        string
 	TopicPrefix string
-	pg          *pgtest.DB
-	rounds      int // write calls so far
+	PG          *pgtest.DB // the fixture's objects on the server, DB's pool
+	rounds      int        // write calls so far
 }
 
 // partitions is the partition count of every test topic: more than one, so
@@ -57,7 +57,7 @@ func NewOn(t *testing.T, brokers string, aggregateTypes ...string) *Fixture {
 	pg := pgtest.Connect(t, pgURL, "")
 	id := pg.Name
 	f := &Fixture{
-		t: t, PGURL: pgURL, Brokers: brokers, ID: id, DB: pg.Pool, pg: pg,
+		t: t, PGURL: pgURL, Brokers: brokers, ID: id, DB: pg.Pool, PG: pg,
 		Table: "outbox_" + id, Publication: "pub_" + id, Slot: "slot_" + id, TopicPrefix: "e2e_" + id,
 	}
 	pg.DropSlot(f.Slot)
@@ -143,14 +143,14 @@ func (f *Fixture) WalrelayOK(verb string, extra ...string) string {
 // CurrentLSN is the server's WAL write position.
 func (f *Fixture) CurrentLSN() pglogrepl.LSN {
 	f.t.Helper()
-	return f.pg.CurrentLSN()
+	return f.PG.CurrentLSN()
 }
 
 // ConfirmedLSN is the confirmed_flush_lsn of the fixture's slot (0: none
 // yet).
 func (f *Fixture) ConfirmedLSN() pglogrepl.LSN {
 	f.t.Helper()
-	return f.pg.ConfirmedLSN(f.Slot)
+	return f.PG.ConfirmedLSN(f.Slot)
 }
 
 // WaitConfirmed waits until the slot's confirmed_flush_lsn reaches target,

@@ -147,3 +147,13 @@ func SetTopicConfig(t testing.TB, brokers, topic, name, value string) {
 		t.Fatalf("set %s=%s on topic %s: got %v; want nil", name, value, topic, err)
 	}
 }
+
+// DeleteGroupsAtCleanup deletes the consumer groups in t.Cleanup (best
+// effort: a group that never committed does not exist).
+func DeleteGroupsAtCleanup(t testing.TB, brokers string, groups ...string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		Client(brokers).DeleteGroups(ctx, &kafka.DeleteGroupsRequest{GroupIDs: groups}) //nolint:errcheck // best effort
+	})
+}

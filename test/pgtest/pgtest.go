@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -175,4 +176,38 @@ func AwaitSnapshotPast(t testing.TB, db *pgxpool.Pool, xid uint64) {
 		}
 		return fmt.Sprintf("snapshot xmin %d", xmin), xmin > xid
 	})
+}
+
+// CreateDatabase creates a database of the test's own on the server (for a
+// service that wants one, as a real deployment gives it) and returns its
+// URL and a pool connected to it. The database is dropped, and the pool
+// closed, in t.Cleanup: after whatever the test started later was
+// stopped.
+func (d *DB) CreateDatabase(name string) (url string, pool *pgxpool.Pool) {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	quoted := pgx.Identifier{name}.Sanitize()
+	if _, err := d.Pool.Exec(ctx, "CREATE DATABASE "+quoted); err != nil {
+		d.t.Fatalf("create database %s: got %v; want nil", name, err)
+	}
+	d.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := d.Pool.Exec(ctx, "DROP DATABASE IF EXISTS "+quoted+" WITH (FORCE)"); err != nil {
+			d.t.Errorf("cleanup: drop database %s: got %v; want nil", name, err)
+		}
+	})
+	u, err := neturl.Parse(d.URL)
+	if err != nil {
+		d.t.Fatalf("parse the server's URL: got %v; want nil", err)
+	}
+	u.Path = "/" + name
+	url = u.String()
+	pool, err = pgxpool.New(ctx, url)
+	if err != nil {
+		d.t.Fatalf("connect to %s: got %v; want a pool", name, err)
+	}
+	d.t.Cleanup(pool.Close)
+	return url, pool
 }
