@@ -40,18 +40,26 @@ type DB struct {
 }
 
 // New connects to the rig's PostgreSQL (WALRELAY_TEST_PG_URL) and names
-// the test's objects after prefix.
-func New(t testing.TB, prefix string) *DB {
+// the test's objects after prefix. configure, if given, adjusts the pool's
+// configuration (MaxConns, say).
+func New(t testing.TB, prefix string, configure ...func(*pgxpool.Config)) *DB {
 	t.Helper()
-	return Connect(t, rig.PGURL(t), prefix)
+	return Connect(t, rig.PGURL(t), prefix, configure...)
 }
 
 // Connect is New on url.
-func Connect(t testing.TB, url, prefix string) *DB {
+func Connect(t testing.TB, url, prefix string, configure ...func(*pgxpool.Config)) *DB {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, url)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("parse the PostgreSQL URL: got %v; want nil", err)
+	}
+	for _, c := range configure {
+		c(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("connect to postgres: got %v; want a pool", err)
 	}
