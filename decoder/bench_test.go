@@ -1,19 +1,23 @@
 package decoder
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/walrelay/walrelay/test/pgoutputtest"
+)
 
 // BenchmarkDecodeInsert decodes one outbox row. Allocations per row beyond
 // the Message: one string for all its strings, and the headers slice when
 // the row has headers.
 func BenchmarkDecodeInsert(b *testing.B) {
-	layouts := map[string][]column{
+	layouts := map[string][]pgoutputtest.Column{
 		"jsonb with headers": outboxColumns(),
 		"jsonb no headers":   without("headers")(outboxColumns()),
 	}
 	for name, cols := range layouts {
 		b.Run(name, func(b *testing.B) {
 			d := primed(b, cols)
-			msg := insertMsg(outboxRel, rowFor(cols, outboxRow()))
+			msg := pgoutputtest.Insert(outboxRel, rowFor(cols, outboxRow()))
 			b.SetBytes(int64(len(msg)))
 			b.ReportAllocs()
 			for b.Loop() {

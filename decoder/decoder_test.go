@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/test/pgoutputtest"
 )
 
 func newDecoder(t testing.TB, cfg Config) *Decoder {
@@ -35,11 +37,11 @@ func mustDecode(t testing.TB, d *Decoder, msg []byte, want Kind) Event {
 
 // primed returns a decoder inside a transaction that knows the outbox
 // relation with cols.
-func primed(t testing.TB, cols []column) *Decoder {
+func primed(t testing.TB, cols []pgoutputtest.Column) *Decoder {
 	t.Helper()
 	d := newDecoder(t, Config{})
-	mustDecode(t, d, beginMsg(finalLSN, commitTime, xid), KindBegin)
-	mustDecode(t, d, relationMsg(outboxRel, "public", "outbox_messages", cols), KindSkip)
+	mustDecode(t, d, pgoutputtest.Begin(finalLSN, commitTime, xid), KindBegin)
+	mustDecode(t, d, pgoutputtest.Relation(outboxRel, "public", "outbox_messages", cols), KindSkip)
 	return d
 }
 
@@ -75,7 +77,7 @@ func TestNew(t *testing.T) {
 
 func TestTransaction(t *testing.T) {
 	d := newDecoder(t, Config{})
-	ev := mustDecode(t, d, beginMsg(finalLSN, commitTime, xid), KindBegin)
+	ev := mustDecode(t, d, pgoutputtest.Begin(finalLSN, commitTime, xid), KindBegin)
 	if ev.XID != xid || ev.FinalLSN != finalLSN || !ev.CommitTime.Equal(commitTime) {
 		t.Fatalf("begin = %+v; want xid %d, final lsn %s, time %v", ev, xid, finalLSN, commitTime)
 	}
@@ -87,7 +89,7 @@ func TestTransaction(t *testing.T) {
 	if ev.Message.CommitLSN != finalLSN || !ev.Message.CommitTime.Equal(commitTime) {
 		t.Fatalf("message commit = %s %v; want %s %v", ev.Message.CommitLSN, ev.Message.CommitTime, finalLSN, commitTime)
 	}
-	ev = mustDecode(t, d, commitMsg(finalLSN, endLSN, commitTime), KindCommit)
+	ev = mustDecode(t, d, pgoutputtest.Commit(finalLSN, endLSN, commitTime), KindCommit)
 	if ev.XID != xid || ev.CommitLSN != finalLSN || ev.EndLSN != endLSN || !ev.CommitTime.Equal(commitTime) {
 		t.Fatalf("commit = %+v; want xid %d, commit lsn %s, end lsn %s, time %v", ev, xid, finalLSN, endLSN, commitTime)
 	}
@@ -95,19 +97,19 @@ func TestTransaction(t *testing.T) {
 		t.Fatalf("commit time location = %v; want UTC", ev.CommitTime.Location())
 	}
 	// The next transaction may begin, and the relation is still known.
-	mustDecode(t, d, beginMsg(endLSN+0x100, commitTime, xid+1), KindBegin)
+	mustDecode(t, d, pgoutputtest.Begin(endLSN+0x100, commitTime, xid+1), KindBegin)
 	mustDecode(t, d, outboxInsert(), KindMessage)
 }
 
 func TestSkipped(t *testing.T) {
-	others := []column{{"id", oidInt8}, {"name", oidText}}
+	others := []pgoutputtest.Column{{Name: "id", OID: oidInt8}, {Name: "name", OID: oidText}}
 	tests := []struct {
 		name string
 		msg  []byte
 	}{
 		{"relation", outboxRelation()},
-		{"relation of another table", relationMsg(otherRel, "public", "accounts", others)},
-		{"row of another table", insertMsg(otherRel, []cell{text("1"), text("x")})},
+		{"relation of another table", pgoutputtest.Relation(otherRel, "public", "accounts", others)},
+		{"row of another table", pgoutputtest.Insert(otherRel, []pgoutputtest.Cell{text("1"), text("x")})},
 		{"garbage row of another table", append(binary32('I', otherRel), 'N', 0xFF)},
 		{"type", []byte("Y\x00\x00\x40\x00public\x00mood\x00")},
 		{"origin", []byte("O\x00\x00\x00\x00\x01\x6B\x37\x48node\x00")},
@@ -115,15 +117,15 @@ func TestSkipped(t *testing.T) {
 		{"delete", []byte("D\x00\x00\x40\x06K\x00\x00")},
 		{"truncate", []byte("T\x00\x00\x00\x01\x00\x00\x00\x00\x40\x06")},
 		{"logical message", []byte("M\x00\x00\x00\x00\x00\x01\x6B\x37\x48walrelay\x00\x00\x00\x00\x00")},
-		{"transactional heartbeat", logicalMsg(true, endLSN, schema.HeartbeatPrefix, "s")},
-		{"message with a longer prefix", logicalMsg(false, endLSN, schema.HeartbeatPrefix+"x", "s")},
+		{"transactional heartbeat", pgoutputtest.Message(true, endLSN, schema.HeartbeatPrefix, "s")},
+		{"message with a longer prefix", pgoutputtest.Message(false, endLSN, schema.HeartbeatPrefix+"x", "s")},
 		{"unknown type", []byte("Z")},
 		{"stream start", []byte("S\x00\x00\x00\x01\x01")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := primed(t, outboxColumns())
-			mustDecode(t, d, relationMsg(otherRel, "public", "accounts", others), KindSkip)
+			mustDecode(t, d, pgoutputtest.Relation(otherRel, "public", "accounts", others), KindSkip)
 			ev := mustDecode(t, d, tt.msg, KindSkip)
 			if ev != (Event{}) {
 				t.Fatalf("skip event = %+v; want the zero Event", ev)
@@ -136,16 +138,16 @@ func TestSkipped(t *testing.T) {
 // decoder's state is untouched, so an open transaction stays open.
 func TestHeartbeat(t *testing.T) {
 	d := newDecoder(t, Config{})
-	ev := mustDecode(t, d, logicalMsg(false, endLSN, schema.HeartbeatPrefix, "walrelay"), KindHeartbeat)
+	ev := mustDecode(t, d, pgoutputtest.Message(false, endLSN, schema.HeartbeatPrefix, "walrelay"), KindHeartbeat)
 	if want := (Event{Kind: KindHeartbeat, EndLSN: endLSN}); ev != want {
 		t.Fatalf("heartbeat: got %+v; want %+v", ev, want)
 	}
-	mustDecode(t, d, beginMsg(finalLSN, commitTime, xid), KindBegin)
-	mustDecode(t, d, logicalMsg(false, endLSN+8, schema.HeartbeatPrefix, ""), KindHeartbeat)
-	if ev := mustDecode(t, d, commitMsg(finalLSN, endLSN, commitTime), KindCommit); ev.XID != xid {
+	mustDecode(t, d, pgoutputtest.Begin(finalLSN, commitTime, xid), KindBegin)
+	mustDecode(t, d, pgoutputtest.Message(false, endLSN+8, schema.HeartbeatPrefix, ""), KindHeartbeat)
+	if ev := mustDecode(t, d, pgoutputtest.Commit(finalLSN, endLSN, commitTime), KindCommit); ev.XID != xid {
 		t.Fatalf("commit after a heartbeat: got xid %d; want %d", ev.XID, xid)
 	}
-	if _, err := d.Decode(append(logicalMsg(false, endLSN, schema.HeartbeatPrefix, "ab"), 'x')); err == nil {
+	if _, err := d.Decode(append(pgoutputtest.Message(false, endLSN, schema.HeartbeatPrefix, "ab"), 'x')); err == nil {
 		t.Fatal("heartbeat with a trailing byte decoded; want an error")
 	}
 }
@@ -156,8 +158,8 @@ func binary32(kind byte, v uint32) []byte {
 
 func TestOtherSchemaSameName(t *testing.T) {
 	d := newDecoder(t, Config{})
-	mustDecode(t, d, beginMsg(finalLSN, commitTime, xid), KindBegin)
-	mustDecode(t, d, relationMsg(outboxRel, "audit", "outbox_messages", outboxColumns()), KindSkip)
+	mustDecode(t, d, pgoutputtest.Begin(finalLSN, commitTime, xid), KindBegin)
+	mustDecode(t, d, pgoutputtest.Relation(outboxRel, "audit", "outbox_messages", outboxColumns()), KindSkip)
 	mustDecode(t, d, outboxInsert(), KindSkip)
 }
 
@@ -165,19 +167,19 @@ func TestCustomTableAndColumns(t *testing.T) {
 	cols := schema.DefaultColumns()
 	cols.MessageID, cols.Payload = "id", "body"
 	d := newDecoder(t, Config{Table: schema.Table{Schema: "app", Name: "Outbox"}, Columns: cols})
-	mustDecode(t, d, beginMsg(finalLSN, commitTime, xid), KindBegin)
+	mustDecode(t, d, pgoutputtest.Begin(finalLSN, commitTime, xid), KindBegin)
 	layout := outboxColumns()
-	layout[0].name, layout[5].name = "id", "body"
+	layout[0].Name, layout[5].Name = "id", "body"
 	row := outboxRow()
 	row["id"], row["body"] = row["message_id"], row["payload"]
-	mustDecode(t, d, relationMsg(outboxRel, "app", "Outbox", layout), KindSkip)
-	ev := mustDecode(t, d, insertMsg(outboxRel, rowFor(layout, row)), KindMessage)
+	mustDecode(t, d, pgoutputtest.Relation(outboxRel, "app", "Outbox", layout), KindSkip)
+	ev := mustDecode(t, d, pgoutputtest.Insert(outboxRel, rowFor(layout, row)), KindMessage)
 	if got := string(ev.Message.Payload); got != `{"total": 10}` {
 		t.Fatalf("payload = %q; want %q", got, `{"total": 10}`)
 	}
 	// A missing column is reported under its configured name.
-	mustDecode(t, d, relationMsg(outboxRel, "app", "Outbox", outboxColumns()), KindSkip)
-	_, err := d.Decode(insertMsg(outboxRel, rowFor(outboxColumns(), outboxRow())))
+	mustDecode(t, d, pgoutputtest.Relation(outboxRel, "app", "Outbox", outboxColumns()), KindSkip)
+	_, err := d.Decode(pgoutputtest.Insert(outboxRel, rowFor(outboxColumns(), outboxRow())))
 	var bad *BadRowError
 	if !errors.As(err, &bad) || bad.Field != schema.FieldMessageID || bad.Column != "id" {
 		t.Fatalf("err = %v; want a bad row for column id (message_id)", err)
@@ -190,28 +192,28 @@ func TestCustomTableAndColumns(t *testing.T) {
 
 func TestProtocolErrors(t *testing.T) {
 	withBinary := rowFor(outboxColumns(), outboxRow())
-	withBinary[5] = cell{kind: 'b', text: "\x01{}"}
+	withBinary[5] = pgoutputtest.Binary("\x01{}")
 	tests := []struct {
 		name    string
 		msgs    [][]byte // all but the last must succeed
 		wantErr string
 	}{
 		{"empty message", [][]byte{{}}, "empty message"},
-		{"begin inside a transaction", [][]byte{beginMsg(1, commitTime, 1), beginMsg(2, commitTime, 2)}, "transaction 1 (final lsn 0/1) has not committed"},
-		{"commit outside a transaction", [][]byte{commitMsg(1, 2, commitTime)}, "no transaction is open"},
+		{"begin inside a transaction", [][]byte{pgoutputtest.Begin(1, commitTime, 1), pgoutputtest.Begin(2, commitTime, 2)}, "transaction 1 (final lsn 0/1) has not committed"},
+		{"commit outside a transaction", [][]byte{pgoutputtest.Commit(1, 2, commitTime)}, "no transaction is open"},
 		{"insert outside a transaction", [][]byte{outboxRelation(), outboxInsert()}, "no transaction is open"},
 		{"insert outside a transaction after commit", [][]byte{
-			beginMsg(1, commitTime, 1), outboxRelation(), commitMsg(1, 2, commitTime), outboxInsert(),
+			pgoutputtest.Begin(1, commitTime, 1), outboxRelation(), pgoutputtest.Commit(1, 2, commitTime), outboxInsert(),
 		}, "no transaction is open"},
-		{"insert for unknown relation", [][]byte{beginMsg(1, commitTime, 1), outboxInsert()}, "relation 16390 was never announced"},
-		{"binary value", [][]byte{beginMsg(1, commitTime, 1), outboxRelation(), insertMsg(outboxRel, withBinary)}, "binary column values are not supported"},
-		{"too few columns", [][]byte{beginMsg(1, commitTime, 1), outboxRelation(), insertMsg(outboxRel, rowFor(outboxColumns(), outboxRow())[:8])}, "row has 8 columns, relation has 9"},
-		{"unknown value kind", [][]byte{beginMsg(1, commitTime, 1), outboxRelation(), insertMsg(outboxRel, []cell{{kind: 'x'}})}, `unknown kind 'x'`},
-		{"not a new tuple", [][]byte{beginMsg(1, commitTime, 1), outboxRelation(), append(binary32('I', outboxRel), 'K', 0, 0)}, "tuple kind 'K'"},
-		{"trailing bytes after begin", [][]byte{append(beginMsg(1, commitTime, 1), 0)}, "1 unexpected bytes"},
-		{"trailing bytes after insert", [][]byte{beginMsg(1, commitTime, 1), outboxRelation(), append(outboxInsert(), 0, 0)}, "2 unexpected bytes"},
+		{"insert for unknown relation", [][]byte{pgoutputtest.Begin(1, commitTime, 1), outboxInsert()}, "relation 16390 was never announced"},
+		{"binary value", [][]byte{pgoutputtest.Begin(1, commitTime, 1), outboxRelation(), pgoutputtest.Insert(outboxRel, withBinary)}, "binary column values are not supported"},
+		{"too few columns", [][]byte{pgoutputtest.Begin(1, commitTime, 1), outboxRelation(), pgoutputtest.Insert(outboxRel, rowFor(outboxColumns(), outboxRow())[:8])}, "row has 8 columns, relation has 9"},
+		{"unknown value kind", [][]byte{pgoutputtest.Begin(1, commitTime, 1), outboxRelation(), pgoutputtest.Insert(outboxRel, []pgoutputtest.Cell{{Kind: 'x'}})}, `unknown kind 'x'`},
+		{"not a new tuple", [][]byte{pgoutputtest.Begin(1, commitTime, 1), outboxRelation(), append(binary32('I', outboxRel), 'K', 0, 0)}, "tuple kind 'K'"},
+		{"trailing bytes after begin", [][]byte{append(pgoutputtest.Begin(1, commitTime, 1), 0)}, "1 unexpected bytes"},
+		{"trailing bytes after insert", [][]byte{pgoutputtest.Begin(1, commitTime, 1), outboxRelation(), append(outboxInsert(), 0, 0)}, "2 unexpected bytes"},
 		{"trailing bytes after relation", [][]byte{append(outboxRelation(), 0)}, "1 unexpected bytes"},
-		{"huge value length", [][]byte{beginMsg(1, commitTime, 1), outboxRelation(), append(binary32('I', outboxRel), 'N', 0, 1, 't', 0xFF, 0xFF, 0xFF, 0xFF)}, "truncated"},
+		{"huge value length", [][]byte{pgoutputtest.Begin(1, commitTime, 1), outboxRelation(), append(binary32('I', outboxRel), 'N', 0, 1, 't', 0xFF, 0xFF, 0xFF, 0xFF)}, "truncated"},
 		{"huge column count", [][]byte{append(binary32('R', 1), 'p', 0, 't', 0, 'd', 0xFF, 0xFF)}, "truncated"},
 	}
 	for _, tt := range tests {
@@ -238,11 +240,11 @@ func TestProtocolErrors(t *testing.T) {
 // in the state that accepts the whole message: each must be an error.
 func TestTruncated(t *testing.T) {
 	msgs := map[string][]byte{
-		"begin":    beginMsg(finalLSN, commitTime, xid),
-		"commit":   commitMsg(finalLSN, endLSN, commitTime),
+		"begin":    pgoutputtest.Begin(finalLSN, commitTime, xid),
+		"commit":   pgoutputtest.Commit(finalLSN, endLSN, commitTime),
 		"relation": outboxRelation(),
 		"insert":   outboxInsert(),
-		"message":  logicalMsg(false, endLSN, schema.HeartbeatPrefix, "walrelay"),
+		"message":  pgoutputtest.Message(false, endLSN, schema.HeartbeatPrefix, "walrelay"),
 	}
 	for name, msg := range msgs {
 		t.Run(name, func(t *testing.T) {
@@ -250,7 +252,7 @@ func TestTruncated(t *testing.T) {
 				d := newDecoder(t, Config{})
 				mustDecode(t, d, outboxRelation(), KindSkip)
 				if name != "begin" {
-					mustDecode(t, d, beginMsg(finalLSN, commitTime, xid), KindBegin)
+					mustDecode(t, d, pgoutputtest.Begin(finalLSN, commitTime, xid), KindBegin)
 				}
 				prefix := bytes.Clone(msg[:n])
 				ev, err := d.Decode(prefix)
@@ -265,10 +267,10 @@ func TestTruncated(t *testing.T) {
 	}
 	// A truncated Begin opens no transaction.
 	d := newDecoder(t, Config{})
-	if _, err := d.Decode(beginMsg(finalLSN, commitTime, xid)[:10]); err == nil {
+	if _, err := d.Decode(pgoutputtest.Begin(finalLSN, commitTime, xid)[:10]); err == nil {
 		t.Fatal("truncated begin decoded")
 	}
-	mustDecode(t, d, beginMsg(finalLSN, commitTime, xid), KindBegin)
+	mustDecode(t, d, pgoutputtest.Begin(finalLSN, commitTime, xid), KindBegin)
 }
 
 func TestRelationReplaced(t *testing.T) {
@@ -276,12 +278,12 @@ func TestRelationReplaced(t *testing.T) {
 	want := mustDecode(t, d, outboxInsert(), KindMessage).Message
 
 	// Column added and columns reordered.
-	added := append([]column{{"tenant", oidText}}, outboxColumns()...)
+	added := append([]pgoutputtest.Column{{Name: "tenant", OID: oidText}}, outboxColumns()...)
 	added[1], added[9] = added[9], added[1]
 	row := outboxRow()
 	row["tenant"] = text("acme")
-	mustDecode(t, d, relationMsg(outboxRel, "public", "outbox_messages", added), KindSkip)
-	got := mustDecode(t, d, insertMsg(outboxRel, rowFor(added, row)), KindMessage).Message
+	mustDecode(t, d, pgoutputtest.Relation(outboxRel, "public", "outbox_messages", added), KindSkip)
+	got := mustDecode(t, d, pgoutputtest.Insert(outboxRel, rowFor(added, row)), KindMessage).Message
 	want.Seq = 1 // the transaction's second outbox row
 	assertMessage(t, got, want)
 
@@ -292,15 +294,15 @@ func TestRelationReplaced(t *testing.T) {
 
 	// Optional column dropped.
 	dropped := outboxColumns()[:8] // no topic
-	mustDecode(t, d, relationMsg(outboxRel, "public", "outbox_messages", dropped), KindSkip)
-	got = mustDecode(t, d, insertMsg(outboxRel, rowFor(dropped, row)), KindMessage).Message
+	mustDecode(t, d, pgoutputtest.Relation(outboxRel, "public", "outbox_messages", dropped), KindSkip)
+	got = mustDecode(t, d, pgoutputtest.Insert(outboxRel, rowFor(dropped, row)), KindMessage).Message
 	want.Seq = 2
 	assertMessage(t, got, want)
 
 	// Required column dropped: every row is bad, and the stream goes on.
 	noPayload := append(outboxColumns()[:5:5], outboxColumns()[6:]...)
-	mustDecode(t, d, relationMsg(outboxRel, "public", "outbox_messages", noPayload), KindSkip)
-	_, err := d.Decode(insertMsg(outboxRel, rowFor(noPayload, row)))
+	mustDecode(t, d, pgoutputtest.Relation(outboxRel, "public", "outbox_messages", noPayload), KindSkip)
+	_, err := d.Decode(pgoutputtest.Insert(outboxRel, rowFor(noPayload, row)))
 	var bad *BadRowError
 	if !errors.As(err, &bad) || bad.Field != schema.FieldPayload || !bad.HasID || bad.AggregateID != "42" || bad.Seq != 3 {
 		t.Fatalf("err = %#v; want a bad payload row with id, aggregate id and seq 3", err)
@@ -310,23 +312,23 @@ func TestRelationReplaced(t *testing.T) {
 		t.Fatalf("bad row's columns: got %d, aggregate_id %v; want all %d with aggregate_id 42", len(bad.Row), v, len(noPayload))
 	}
 	// A new transaction counts its rows from 0 again.
-	mustDecode(t, d, commitMsg(finalLSN, endLSN, commitTime), KindCommit)
-	mustDecode(t, d, beginMsg(finalLSN+0x100, commitTime, xid+1), KindBegin)
-	mustDecode(t, d, relationMsg(outboxRel, "public", "outbox_messages", outboxColumns()), KindSkip)
+	mustDecode(t, d, pgoutputtest.Commit(finalLSN, endLSN, commitTime), KindCommit)
+	mustDecode(t, d, pgoutputtest.Begin(finalLSN+0x100, commitTime, xid+1), KindBegin)
+	mustDecode(t, d, pgoutputtest.Relation(outboxRel, "public", "outbox_messages", outboxColumns()), KindSkip)
 	if got := mustDecode(t, d, outboxInsert(), KindMessage).Message; got.Seq != 0 || got.CommitLSN != finalLSN+0x100 {
 		t.Fatalf("first row of the next transaction: got position %s; want %s#0", got.Position(), finalLSN+0x100)
 	}
-	mustDecode(t, d, commitMsg(finalLSN, endLSN, commitTime), KindCommit)
+	mustDecode(t, d, pgoutputtest.Commit(finalLSN, endLSN, commitTime), KindCommit)
 }
 
 // TestFixturesMatchPglogrepl checks the hand-built fixtures against an
 // independent parser of the same wire format.
 func TestFixturesMatchPglogrepl(t *testing.T) {
-	msg, err := pglogrepl.Parse(beginMsg(finalLSN, commitTime, xid))
+	msg, err := pglogrepl.Parse(pgoutputtest.Begin(finalLSN, commitTime, xid))
 	if b, ok := msg.(*pglogrepl.BeginMessage); err != nil || !ok || b.FinalLSN != finalLSN || b.Xid != xid || !b.CommitTime.Equal(commitTime) {
 		t.Fatalf("begin fixture parses as %+v, %v", msg, err)
 	}
-	msg, err = pglogrepl.Parse(commitMsg(finalLSN, endLSN, commitTime))
+	msg, err = pglogrepl.Parse(pgoutputtest.Commit(finalLSN, endLSN, commitTime))
 	if c, ok := msg.(*pglogrepl.CommitMessage); err != nil || !ok || c.CommitLSN != finalLSN || c.TransactionEndLSN != endLSN || !c.CommitTime.Equal(commitTime) {
 		t.Fatalf("commit fixture parses as %+v, %v", msg, err)
 	}

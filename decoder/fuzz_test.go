@@ -2,6 +2,8 @@ package decoder
 
 import (
 	"testing"
+
+	"github.com/walrelay/walrelay/test/pgoutputtest"
 )
 
 // FuzzDecode proves the decoder never panics: a decoder inside a
@@ -12,15 +14,15 @@ func FuzzDecode(f *testing.F) {
 	row := outboxRow()
 	row["headers"] = text(`{"k\"ey": "v\u00e9\ud83d\ude00", "n": [1, {"x": "}"}], "a": "b"}`)
 	seeds := [][]byte{
-		beginMsg(finalLSN, commitTime, xid),
-		commitMsg(finalLSN, endLSN, commitTime),
+		pgoutputtest.Begin(finalLSN, commitTime, xid),
+		pgoutputtest.Commit(finalLSN, endLSN, commitTime),
 		outboxRelation(),
 		outboxInsert(),
-		insertMsg(outboxRel, rowFor(outboxColumns(), row)),
-		relationMsg(outboxRel, "public", "outbox_messages", withType("payload", oidBytea)(outboxColumns())),
-		relationMsg(outboxRel, "public", "outbox_messages", without("topic", "headers")(outboxColumns())),
-		relationMsg(otherRel, "public", "accounts", []column{{"id", oidInt8}}),
-		insertMsg(otherRel, []cell{text("1")}),
+		pgoutputtest.Insert(outboxRel, rowFor(outboxColumns(), row)),
+		pgoutputtest.Relation(outboxRel, "public", "outbox_messages", withType("payload", oidBytea)(outboxColumns())),
+		pgoutputtest.Relation(outboxRel, "public", "outbox_messages", without("topic", "headers")(outboxColumns())),
+		pgoutputtest.Relation(otherRel, "public", "accounts", []pgoutputtest.Column{{Name: "id", OID: oidInt8}}),
+		pgoutputtest.Insert(otherRel, []pgoutputtest.Cell{text("1")}),
 		{'Y'}, {'Z'}, {},
 	}
 	for _, s := range seeds {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/test/pgoutputtest"
 )
 
 func mustID(t testing.TB, s string) schema.MessageID {
@@ -53,11 +54,11 @@ func assertMessage(t testing.TB, got, want *schema.Message) {
 }
 
 // withType returns the outbox columns with one column's type changed.
-func withType(name string, oid uint32) func([]column) []column {
-	return func(cols []column) []column {
+func withType(name string, oid uint32) func([]pgoutputtest.Column) []pgoutputtest.Column {
+	return func(cols []pgoutputtest.Column) []pgoutputtest.Column {
 		for i := range cols {
-			if cols[i].name == name {
-				cols[i].oid = oid
+			if cols[i].Name == name {
+				cols[i].OID = oid
 			}
 		}
 		return cols
@@ -65,11 +66,11 @@ func withType(name string, oid uint32) func([]column) []column {
 }
 
 // without returns the outbox columns without the named ones.
-func without(names ...string) func([]column) []column {
-	return func(cols []column) []column {
-		var out []column
+func without(names ...string) func([]pgoutputtest.Column) []pgoutputtest.Column {
+	return func(cols []pgoutputtest.Column) []pgoutputtest.Column {
+		var out []pgoutputtest.Column
 		for _, c := range cols {
-			if !contains(names, c.name) {
+			if !contains(names, c.Name) {
 				out = append(out, c)
 			}
 		}
@@ -101,172 +102,172 @@ func TestDecodeRow(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		cols func([]column) []column // nil: outboxColumns
-		set  map[string]cell         // over outboxRow
-		want func(*schema.Message)   // over wantMessage
+		cols func([]pgoutputtest.Column) []pgoutputtest.Column // nil: outboxColumns
+		set  map[string]pgoutputtest.Cell                      // over outboxRow
+		want func(*schema.Message)                             // over wantMessage
 		bad  *badRow
 	}{
 		{name: "defaults"},
 
 		// message_id
 		{name: "id as text, upper case", cols: withType("message_id", oidText),
-			set: map[string]cell{"message_id": text(strings.ToUpper(testID))}},
+			set: map[string]pgoutputtest.Cell{"message_id": text(strings.ToUpper(testID))}},
 		{name: "id without dashes", cols: withType("message_id", oidText),
-			set: map[string]cell{"message_id": text(strings.ReplaceAll(testID, "-", ""))}},
+			set: map[string]pgoutputtest.Cell{"message_id": text(strings.ReplaceAll(testID, "-", ""))}},
 		{name: "id in braces", cols: withType("message_id", oidText),
-			set: map[string]cell{"message_id": text("{" + testID + "}")}},
+			set: map[string]pgoutputtest.Cell{"message_id": text("{" + testID + "}")}},
 		{name: "id not a uuid", cols: withType("message_id", oidText),
-			set: map[string]cell{"message_id": text("order-42")},
+			set: map[string]pgoutputtest.Cell{"message_id": text("order-42")},
 			bad: &badRow{field: schema.FieldMessageID, reason: `not a uuid: "order-42"`}},
-		{name: "id misplaced dash", set: map[string]cell{"message_id": text("0192f1c27-d3e-7a4b-9c5d-6e7f8091a2b3")},
+		{name: "id misplaced dash", set: map[string]pgoutputtest.Cell{"message_id": text("0192f1c27-d3e-7a4b-9c5d-6e7f8091a2b3")},
 			bad: &badRow{field: schema.FieldMessageID, reason: "not a uuid"}},
-		{name: "id bad hex", set: map[string]cell{"message_id": text("0192f1c2-7d3e-7a4b-9c5d-6e7f8091a2bg")},
+		{name: "id bad hex", set: map[string]pgoutputtest.Cell{"message_id": text("0192f1c2-7d3e-7a4b-9c5d-6e7f8091a2bg")},
 			bad: &badRow{field: schema.FieldMessageID, reason: "not a uuid"}},
-		{name: "id null", set: map[string]cell{"message_id": null},
+		{name: "id null", set: map[string]pgoutputtest.Cell{"message_id": null},
 			bad: &badRow{field: schema.FieldMessageID, reason: "null"}},
 
 		// text fields
-		{name: "aggregate id null", set: map[string]cell{"aggregate_id": null},
+		{name: "aggregate id null", set: map[string]pgoutputtest.Cell{"aggregate_id": null},
 			bad: &badRow{field: schema.FieldAggregateID, reason: "null", hasID: true}},
-		{name: "aggregate id empty", set: map[string]cell{"aggregate_id": text("")},
+		{name: "aggregate id empty", set: map[string]pgoutputtest.Cell{"aggregate_id": text("")},
 			bad: &badRow{field: schema.FieldAggregateID, reason: "empty", hasID: true}},
-		{name: "aggregate id unchanged toast", set: map[string]cell{"aggregate_id": unchanged},
+		{name: "aggregate id unchanged toast", set: map[string]pgoutputtest.Cell{"aggregate_id": unchanged},
 			bad: &badRow{field: schema.FieldAggregateID, reason: "null", hasID: true}},
 		{name: "aggregate id of uuid type", cols: withType("aggregate_id", oidUUID),
-			set:  map[string]cell{"aggregate_id": text(testID)},
+			set:  map[string]pgoutputtest.Cell{"aggregate_id": text(testID)},
 			want: func(m *schema.Message) { m.AggregateID = testID }},
-		{name: "varchar fields", cols: func(c []column) []column {
+		{name: "varchar fields", cols: func(c []pgoutputtest.Column) []pgoutputtest.Column {
 			return withType("type", oidVarchar)(withType("aggregate_type", oidVarchar)(c))
 		}},
-		{name: "type null", set: map[string]cell{"type": null},
+		{name: "type null", set: map[string]pgoutputtest.Cell{"type": null},
 			bad: &badRow{field: schema.FieldType, reason: "null", hasID: true}},
-		{name: "type empty", set: map[string]cell{"type": text("")},
+		{name: "type empty", set: map[string]pgoutputtest.Cell{"type": text("")},
 			bad: &badRow{field: schema.FieldType, reason: "empty", hasID: true}},
-		{name: "aggregate type null without topic", set: map[string]cell{"aggregate_type": null},
+		{name: "aggregate type null without topic", set: map[string]pgoutputtest.Cell{"aggregate_type": null},
 			bad: &badRow{field: schema.FieldAggregateType, reason: "null, and the row has no topic", hasID: true}},
-		{name: "aggregate type empty with empty topic", set: map[string]cell{"aggregate_type": text(""), "topic": text("")},
+		{name: "aggregate type empty with empty topic", set: map[string]pgoutputtest.Cell{"aggregate_type": text(""), "topic": text("")},
 			bad: &badRow{field: schema.FieldAggregateType, reason: "empty, and the row has no topic", hasID: true}},
-		{name: "aggregate type null without topic column", cols: without("topic"), set: map[string]cell{"aggregate_type": null},
+		{name: "aggregate type null without topic column", cols: without("topic"), set: map[string]pgoutputtest.Cell{"aggregate_type": null},
 			bad: &badRow{field: schema.FieldAggregateType, reason: "null", hasID: true}},
-		{name: "aggregate type null with topic", set: map[string]cell{"aggregate_type": null, "topic": text("orders.v1")},
+		{name: "aggregate type null with topic", set: map[string]pgoutputtest.Cell{"aggregate_type": null, "topic": text("orders.v1")},
 			want: func(m *schema.Message) { m.AggregateType, m.Topic = "", "orders.v1" }},
-		{name: "topic and aggregate type", set: map[string]cell{"topic": text("orders.v1")},
+		{name: "topic and aggregate type", set: map[string]pgoutputtest.Cell{"topic": text("orders.v1")},
 			want: func(m *schema.Message) { m.Topic = "orders.v1" }},
 
 		// aggregate_version
-		{name: "version null", set: map[string]cell{"aggregate_version": null},
+		{name: "version null", set: map[string]pgoutputtest.Cell{"aggregate_version": null},
 			want: func(m *schema.Message) { m.AggregateVersion, m.HasVersion = 0, false }},
 		{name: "version int2 negative", cols: withType("aggregate_version", oidInt2),
-			set:  map[string]cell{"aggregate_version": text("-5")},
+			set:  map[string]pgoutputtest.Cell{"aggregate_version": text("-5")},
 			want: func(m *schema.Message) { m.AggregateVersion = -5 }},
 		{name: "version int4 zero", cols: withType("aggregate_version", oidInt4),
-			set:  map[string]cell{"aggregate_version": text("0")},
+			set:  map[string]pgoutputtest.Cell{"aggregate_version": text("0")},
 			want: func(m *schema.Message) { m.AggregateVersion = 0 }},
-		{name: "version max", set: map[string]cell{"aggregate_version": text("9223372036854775807")},
+		{name: "version max", set: map[string]pgoutputtest.Cell{"aggregate_version": text("9223372036854775807")},
 			want: func(m *schema.Message) { m.AggregateVersion = 1<<63 - 1 }},
-		{name: "version min", set: map[string]cell{"aggregate_version": text("-9223372036854775808")},
+		{name: "version min", set: map[string]pgoutputtest.Cell{"aggregate_version": text("-9223372036854775808")},
 			want: func(m *schema.Message) { m.AggregateVersion = -1 << 63 }},
-		{name: "version overflow", set: map[string]cell{"aggregate_version": text("9223372036854775808")},
+		{name: "version overflow", set: map[string]pgoutputtest.Cell{"aggregate_version": text("9223372036854775808")},
 			bad: &badRow{field: schema.FieldAggregateVersion, reason: `not an integer: "9223372036854775808"`, hasID: true}},
-		{name: "version not a number", set: map[string]cell{"aggregate_version": text("7.0")},
+		{name: "version not a number", set: map[string]pgoutputtest.Cell{"aggregate_version": text("7.0")},
 			bad: &badRow{field: schema.FieldAggregateVersion, reason: "not an integer", hasID: true}},
-		{name: "version empty", set: map[string]cell{"aggregate_version": text("")},
+		{name: "version empty", set: map[string]pgoutputtest.Cell{"aggregate_version": text("")},
 			bad: &badRow{field: schema.FieldAggregateVersion, reason: "not an integer", hasID: true}},
-		{name: "version lone minus", set: map[string]cell{"aggregate_version": text("-")},
+		{name: "version lone minus", set: map[string]pgoutputtest.Cell{"aggregate_version": text("-")},
 			bad: &badRow{field: schema.FieldAggregateVersion, reason: "not an integer", hasID: true}},
 
 		// payload
-		{name: "payload null", set: map[string]cell{"payload": null},
+		{name: "payload null", set: map[string]pgoutputtest.Cell{"payload": null},
 			bad: &badRow{field: schema.FieldPayload, reason: "null", hasID: true}},
-		{name: "payload json", cols: withType("payload", oidJSON), set: map[string]cell{"payload": text(` {"a" : 1} `)},
+		{name: "payload json", cols: withType("payload", oidJSON), set: map[string]pgoutputtest.Cell{"payload": text(` {"a" : 1} `)},
 			want: func(m *schema.Message) { m.Payload = []byte(` {"a" : 1} `) }},
-		{name: "payload text", cols: withType("payload", oidText), set: map[string]cell{"payload": text("hello\n")},
+		{name: "payload text", cols: withType("payload", oidText), set: map[string]pgoutputtest.Cell{"payload": text("hello\n")},
 			want: func(m *schema.Message) { m.Payload, m.ContentType = []byte("hello\n"), "text/plain; charset=utf-8" }},
-		{name: "payload varchar empty", cols: withType("payload", oidVarchar), set: map[string]cell{"payload": text("")},
+		{name: "payload varchar empty", cols: withType("payload", oidVarchar), set: map[string]pgoutputtest.Cell{"payload": text("")},
 			want: func(m *schema.Message) { m.Payload, m.ContentType = []byte{}, "text/plain; charset=utf-8" }},
-		{name: "payload bytea", cols: withType("payload", oidBytea), set: map[string]cell{"payload": text(`\x00017fFF`)},
+		{name: "payload bytea", cols: withType("payload", oidBytea), set: map[string]pgoutputtest.Cell{"payload": text(`\x00017fFF`)},
 			want: func(m *schema.Message) {
 				m.Payload, m.ContentType = []byte{0, 1, 0x7f, 0xff}, "application/octet-stream"
 			}},
-		{name: "payload bytea empty", cols: withType("payload", oidBytea), set: map[string]cell{"payload": text(`\x`)},
+		{name: "payload bytea empty", cols: withType("payload", oidBytea), set: map[string]pgoutputtest.Cell{"payload": text(`\x`)},
 			want: func(m *schema.Message) { m.Payload, m.ContentType = []byte{}, "application/octet-stream" }},
-		{name: "payload bytea escape format", cols: withType("payload", oidBytea), set: map[string]cell{"payload": text(`abc\000`)},
+		{name: "payload bytea escape format", cols: withType("payload", oidBytea), set: map[string]pgoutputtest.Cell{"payload": text(`abc\000`)},
 			bad: &badRow{field: schema.FieldPayload, reason: "bytea is not in hex format", hasID: true}},
-		{name: "payload bytea odd hex", cols: withType("payload", oidBytea), set: map[string]cell{"payload": text(`\x012`)},
+		{name: "payload bytea odd hex", cols: withType("payload", oidBytea), set: map[string]pgoutputtest.Cell{"payload": text(`\x012`)},
 			bad: &badRow{field: schema.FieldPayload, reason: "bytea is not in hex format", hasID: true}},
-		{name: "payload bytea bad hex", cols: withType("payload", oidBytea), set: map[string]cell{"payload": text(`\x0g`)},
+		{name: "payload bytea bad hex", cols: withType("payload", oidBytea), set: map[string]pgoutputtest.Cell{"payload": text(`\x0g`)},
 			bad: &badRow{field: schema.FieldPayload, reason: "bytea is not in hex format", hasID: true}},
-		{name: "payload of unsupported type", cols: withType("payload", oidInt4), set: map[string]cell{"payload": text("1")},
+		{name: "payload of unsupported type", cols: withType("payload", oidInt4), set: map[string]pgoutputtest.Cell{"payload": text("1")},
 			bad: &badRow{field: schema.FieldPayload, reason: "unsupported column type (oid 23)", hasID: true}},
 
 		// headers
-		{name: "headers null", set: map[string]cell{"headers": null},
+		{name: "headers null", set: map[string]pgoutputtest.Cell{"headers": null},
 			want: func(m *schema.Message) { m.Headers = nil }},
-		{name: "headers unchanged toast", set: map[string]cell{"headers": unchanged},
+		{name: "headers unchanged toast", set: map[string]pgoutputtest.Cell{"headers": unchanged},
 			want: func(m *schema.Message) { m.Headers = nil }},
-		{name: "headers empty object", set: map[string]cell{"headers": text(" { } ")},
+		{name: "headers empty object", set: map[string]pgoutputtest.Cell{"headers": text(" { } ")},
 			want: func(m *schema.Message) { m.Headers = nil }},
 		{name: "headers sorted, non-strings skipped",
-			set: map[string]cell{"headers": text(`{"b": "2", "n": 5, "o": {"x": "y", "z": [1, "}"]}, "a": "1", "arr": ["s", {}], "t": true, "z": null, "e": ""}`)},
+			set: map[string]pgoutputtest.Cell{"headers": text(`{"b": "2", "n": 5, "o": {"x": "y", "z": [1, "}"]}, "a": "1", "arr": ["s", {}], "t": true, "z": null, "e": ""}`)},
 			want: func(m *schema.Message) {
 				m.Headers = []schema.Header{{Key: "a", Value: "1"}, {Key: "b", Value: "2"}, {Key: "e", Value: ""}}
 			}},
 		{name: "headers unescaped", cols: withType("headers", oidJSON),
-			set: map[string]cell{"headers": text(`{"k\"ey\\": "line\nnext \u00e9 \ud83d\ude00 \/ \b\f\r\t", "lone": "\ud800x"}`)},
+			set: map[string]pgoutputtest.Cell{"headers": text(`{"k\"ey\\": "line\nnext \u00e9 \ud83d\ude00 \/ \b\f\r\t", "lone": "\ud800x"}`)},
 			want: func(m *schema.Message) {
 				m.Headers = []schema.Header{{Key: "k\"ey\\", Value: "line\nnext é 😀 / \b\f\r\t"}, {Key: "lone", Value: "\uFFFDx"}}
 			}},
 		{name: "headers repeated key, last wins", cols: withType("headers", oidJSON),
-			set:  map[string]cell{"headers": text(`{"k": "1", "j": "0", "k": "2"}`)},
+			set:  map[string]pgoutputtest.Cell{"headers": text(`{"k": "1", "j": "0", "k": "2"}`)},
 			want: func(m *schema.Message) { m.Headers = []schema.Header{{Key: "j", Value: "0"}, {Key: "k", Value: "2"}} }},
 		{name: "headers repeated key, last is not a string", cols: withType("headers", oidJSON),
-			set:  map[string]cell{"headers": text(`{"k": "1", "a": "x", "k": null, "b": 1}`)},
+			set:  map[string]pgoutputtest.Cell{"headers": text(`{"k": "1", "a": "x", "k": null, "b": 1}`)},
 			want: func(m *schema.Message) { m.Headers = []schema.Header{{Key: "a", Value: "x"}} }},
 		{name: "headers in a text column", cols: withType("headers", oidText),
-			set:  map[string]cell{"headers": text(`{"x":"y"}`)},
+			set:  map[string]pgoutputtest.Cell{"headers": text(`{"x":"y"}`)},
 			want: func(m *schema.Message) { m.Headers = []schema.Header{{Key: "x", Value: "y"}} }},
-		{name: "headers array", set: map[string]cell{"headers": text(`[{"a": "b"}]`)},
+		{name: "headers array", set: map[string]pgoutputtest.Cell{"headers": text(`[{"a": "b"}]`)},
 			bad: &badRow{field: schema.FieldHeaders, reason: "not a JSON object", hasID: true}},
-		{name: "headers string", set: map[string]cell{"headers": text(`"a"`)},
+		{name: "headers string", set: map[string]pgoutputtest.Cell{"headers": text(`"a"`)},
 			bad: &badRow{field: schema.FieldHeaders, reason: "not a JSON object", hasID: true}},
-		{name: "headers invalid", cols: withType("headers", oidText), set: map[string]cell{"headers": text(`{"a": `)},
+		{name: "headers invalid", cols: withType("headers", oidText), set: map[string]pgoutputtest.Cell{"headers": text(`{"a": `)},
 			bad: &badRow{field: schema.FieldHeaders, reason: "not valid JSON", hasID: true}},
 		{name: "headers of unsupported type", cols: withType("headers", oidInt8),
 			bad: &badRow{field: schema.FieldHeaders, reason: "unsupported column type (oid 20)", hasID: true}},
 
 		// occurred_at
-		{name: "occurred at null", set: map[string]cell{"occurred_at": null},
+		{name: "occurred at null", set: map[string]pgoutputtest.Cell{"occurred_at": null},
 			want: func(m *schema.Message) { m.OccurredAt = time.Time{} }},
-		{name: "occurred at half-hour offset", set: map[string]cell{"occurred_at": text("2026-12-02 18:34:11.5+05:30")},
+		{name: "occurred at half-hour offset", set: map[string]pgoutputtest.Cell{"occurred_at": text("2026-12-02 18:34:11.5+05:30")},
 			want: func(m *schema.Message) { m.OccurredAt = at("2026-12-02T13:04:11.5Z") }},
-		{name: "occurred at seconds offset", set: map[string]cell{"occurred_at": text("2026-12-02 10:04:11-03:00:00")},
+		{name: "occurred at seconds offset", set: map[string]pgoutputtest.Cell{"occurred_at": text("2026-12-02 10:04:11-03:00:00")},
 			want: func(m *schema.Message) { m.OccurredAt = at("2026-12-02T13:04:11Z") }},
-		{name: "occurred at odd seconds offset", set: map[string]cell{"occurred_at": text("1900-01-01 00:00:00+00:19:32")},
+		{name: "occurred at odd seconds offset", set: map[string]pgoutputtest.Cell{"occurred_at": text("1900-01-01 00:00:00+00:19:32")},
 			want: func(m *schema.Message) { m.OccurredAt = at("1899-12-31T23:40:28Z") }},
-		{name: "occurred at year 10000", set: map[string]cell{"occurred_at": text("10000-01-01 00:00:00+00")},
+		{name: "occurred at year 10000", set: map[string]pgoutputtest.Cell{"occurred_at": text("10000-01-01 00:00:00+00")},
 			want: func(m *schema.Message) { m.OccurredAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }},
-		{name: "occurred at nanosecond digits", set: map[string]cell{"occurred_at": text("2026-12-02 13:04:11.000000001+00")},
+		{name: "occurred at nanosecond digits", set: map[string]pgoutputtest.Cell{"occurred_at": text("2026-12-02 13:04:11.000000001+00")},
 			want: func(m *schema.Message) { m.OccurredAt = at("2026-12-02T13:04:11.000000001Z") }},
 		{name: "occurred at timestamp without zone", cols: withType("occurred_at", oidTimestamp),
-			set:  map[string]cell{"occurred_at": text("2026-12-02 13:04:11.123456")},
+			set:  map[string]pgoutputtest.Cell{"occurred_at": text("2026-12-02 13:04:11.123456")},
 			want: func(m *schema.Message) {}},
 		{name: "occurred at timestamp with offset", cols: withType("occurred_at", oidTimestamp),
 			bad: &badRow{field: schema.FieldOccurredAt, reason: `not a timestamp: "2026-12-02 13:04:11.123456+00"`, hasID: true}},
-		{name: "occurred at timestamptz without offset", set: map[string]cell{"occurred_at": text("2026-12-02 13:04:11")},
+		{name: "occurred at timestamptz without offset", set: map[string]pgoutputtest.Cell{"occurred_at": text("2026-12-02 13:04:11")},
 			bad: &badRow{field: schema.FieldOccurredAt, reason: "not a timestamp", hasID: true}},
-		{name: "occurred at infinity", set: map[string]cell{"occurred_at": text("infinity")},
+		{name: "occurred at infinity", set: map[string]pgoutputtest.Cell{"occurred_at": text("infinity")},
 			bad: &badRow{field: schema.FieldOccurredAt, reason: `infinite timestamp "infinity"`, hasID: true}},
-		{name: "occurred at minus infinity", set: map[string]cell{"occurred_at": text("-infinity")},
+		{name: "occurred at minus infinity", set: map[string]pgoutputtest.Cell{"occurred_at": text("-infinity")},
 			bad: &badRow{field: schema.FieldOccurredAt, reason: "infinite timestamp", hasID: true}},
-		{name: "occurred at BC", set: map[string]cell{"occurred_at": text("0044-03-15 12:00:00+00 BC")},
+		{name: "occurred at BC", set: map[string]pgoutputtest.Cell{"occurred_at": text("0044-03-15 12:00:00+00 BC")},
 			bad: &badRow{field: schema.FieldOccurredAt, reason: "years BC are not supported", hasID: true}},
-		{name: "occurred at February 30", set: map[string]cell{"occurred_at": text("2026-02-30 00:00:00+00")},
+		{name: "occurred at February 30", set: map[string]pgoutputtest.Cell{"occurred_at": text("2026-02-30 00:00:00+00")},
 			bad: &badRow{field: schema.FieldOccurredAt, reason: "not a timestamp", hasID: true}},
-		{name: "occurred at hour 24", set: map[string]cell{"occurred_at": text("2026-02-03 24:00:00+00")},
+		{name: "occurred at hour 24", set: map[string]pgoutputtest.Cell{"occurred_at": text("2026-02-03 24:00:00+00")},
 			bad: &badRow{field: schema.FieldOccurredAt, reason: "not a timestamp", hasID: true}},
-		{name: "occurred at Postgres DateStyle", set: map[string]cell{"occurred_at": text("Wed Dec 02 13:04:11.123456 2026 UTC")},
+		{name: "occurred at Postgres DateStyle", set: map[string]pgoutputtest.Cell{"occurred_at": text("Wed Dec 02 13:04:11.123456 2026 UTC")},
 			bad: &badRow{field: schema.FieldOccurredAt, reason: "not a timestamp", hasID: true}},
-		{name: "occurred at trailing text", set: map[string]cell{"occurred_at": text("2026-12-02 13:04:11+00 ")},
+		{name: "occurred at trailing text", set: map[string]pgoutputtest.Cell{"occurred_at": text("2026-12-02 13:04:11+00 ")},
 			bad: &badRow{field: schema.FieldOccurredAt, reason: "not a timestamp", hasID: true}},
 		{name: "occurred at of text type", cols: withType("occurred_at", oidText),
 			bad: &badRow{field: schema.FieldOccurredAt, reason: "unsupported column type (oid 25)", hasID: true}},
@@ -276,10 +277,10 @@ func TestDecodeRow(t *testing.T) {
 			want: func(m *schema.Message) {
 				m.AggregateVersion, m.HasVersion, m.Headers, m.OccurredAt = 0, false, nil, time.Time{}
 			}},
-		{name: "extra columns ignored", cols: func(c []column) []column {
-			return append([]column{{"id", oidInt8}}, append(c, column{"note", oidText})...)
-		}, set: map[string]cell{"id": text("1"), "note": text("x")}},
-		{name: "columns reversed", cols: func(c []column) []column {
+		{name: "extra columns ignored", cols: func(c []pgoutputtest.Column) []pgoutputtest.Column {
+			return append([]pgoutputtest.Column{{Name: "id", OID: oidInt8}}, append(c, pgoutputtest.Column{Name: "note", OID: oidText})...)
+		}, set: map[string]pgoutputtest.Cell{"id": text("1"), "note": text("x")}},
+		{name: "columns reversed", cols: func(c []pgoutputtest.Column) []pgoutputtest.Column {
 			for i, j := 0, len(c)-1; i < j; i, j = i+1, j-1 {
 				c[i], c[j] = c[j], c[i]
 			}
@@ -307,11 +308,11 @@ func TestDecodeRow(t *testing.T) {
 				row[k] = v
 			}
 			d := primed(t, cols)
-			ev, err := d.Decode(insertMsg(outboxRel, rowFor(cols, row)))
+			ev, err := d.Decode(pgoutputtest.Insert(outboxRel, rowFor(cols, row)))
 			if tt.bad != nil {
 				assertBadRow(t, err, tt.bad.field, tt.bad.reason, tt.bad.hasID)
 				// The transaction stays open and decodable.
-				mustDecode(t, d, commitMsg(finalLSN, endLSN, commitTime), KindCommit)
+				mustDecode(t, d, pgoutputtest.Commit(finalLSN, endLSN, commitTime), KindCommit)
 				return
 			}
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // usedMetrics returns the walrelay_* names the dashboard and the alert
@@ -163,15 +164,14 @@ func TestDashboardAndRulesUseExportedMetrics(t *testing.T) {
 	// Slot figures and heartbeats come on their own timers: give them a few
 	// rounds before reporting what is missing.
 	var problems []string
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	poll.Until(15*time.Second, 500*time.Millisecond, func() bool {
 		problems = missingMetrics(used, exported(t, addr))
-		if len(problems) == 0 || time.Now().After(deadline) {
-			break
+		if len(problems) == 0 {
+			return true
 		}
 		r.Running()
-		time.Sleep(500 * time.Millisecond)
-	}
+		return false
+	})
 	for _, p := range problems {
 		t.Errorf("%s", p)
 	}

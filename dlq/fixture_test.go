@@ -2,8 +2,6 @@ package dlq_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
@@ -14,15 +12,8 @@ import (
 
 	"github.com/walrelay/walrelay/dlq"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/pgtest"
 )
-
-// pgURL returns the rig's PostgreSQL URL, or ends the test: a skip under
-// -short, a failure otherwise (CI must never pass by skipping).
-func pgURL(t *testing.T) string {
-	t.Helper()
-	return harness.Env(t, "WALRELAY_TEST_PG_URL")
-}
 
 // fixture is one test's own dead-letter table, dropped in t.Cleanup.
 type fixture struct {
@@ -34,30 +25,21 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	pg := pgtest.New(t, "outbox_dlq_")
+	cfg := schema.DefaultConfig()
+	cfg.Table.Name = pg.Name
+	f := &fixture{t: t, db: pg.Pool, table: cfg.DeadLetterTable()}
+	pg.DropTable(f.table.Quoted())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	db, err := pgxpool.New(ctx, pgURL(t))
-	if err != nil {
-		t.Fatalf("connect to postgres: %v", err)
-	}
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	if err := dlq.EnsureTable(ctx, f.db, cfg); err != nil {
 		t.Fatal(err)
 	}
-	cfg := schema.DefaultConfig()
-	cfg.Table.Name = "outbox_dlq_" + hex.EncodeToString(b[:])
-	f := &fixture{t: t, db: db, table: cfg.DeadLetterTable()}
-	t.Cleanup(func() {
-		db.Exec(context.Background(), "DROP TABLE IF EXISTS "+f.table.Quoted()) //nolint:errcheck // best effort
-		db.Close()
-	})
-	if err := dlq.EnsureTable(ctx, db, cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := dlq.EnsureTable(ctx, db, cfg); err != nil {
+	if err := dlq.EnsureTable(ctx, f.db, cfg); err != nil {
 		t.Fatalf("EnsureTable a second time: got %v; want nil", err)
 	}
-	if f.store, err = dlq.New(db, f.table); err != nil {
+	var err error
+	if f.store, err = dlq.New(f.db, f.table); err != nil {
 		t.Fatal(err)
 	}
 	return f

@@ -3,6 +3,7 @@ package dlq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/walrelay/walrelay/dlq"
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 func TestRetryRebuildsMessagesInOrder(t *testing.T) {
@@ -186,9 +188,7 @@ func TestRetryHoldsBackAConcurrentPark(t *testing.T) {
 				ok, err := f.store.Park(ctx, behind(5, orderA, 1))
 				parkedCh <- parkResult{ok, err}
 			}()
-			waitCtx, stopWait := context.WithTimeout(ctx, 15*time.Second)
-			defer stopWait()
-			f.waitForLockWait(waitCtx)
+			f.waitForLockWait(15 * time.Second)
 			select {
 			case r := <-parkedCh:
 				t.Fatalf("Park returned %v, %v while the retry held its rows; want it to wait", r.ok, r.err)
@@ -216,23 +216,16 @@ func TestRetryHoldsBackAConcurrentPark(t *testing.T) {
 
 // waitForLockWait waits until a session waits for a row lock on the
 // fixture's table with a FOR SHARE read: Park's check.
-func (f *fixture) waitForLockWait(ctx context.Context) {
+func (f *fixture) waitForLockWait(within time.Duration) {
 	f.t.Helper()
-	for {
+	poll.Eventually(f.t, within, "a Park waiting for the retry's locks", func() (string, bool) {
 		var n int
-		err := f.db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		err := f.db.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE wait_event_type = 'Lock' AND query LIKE '%FOR SHARE%' AND strpos(query, $1) > 0`,
 			f.table.Quoted()).Scan(&n)
 		if err != nil {
 			f.t.Fatalf("read pg_stat_activity: %v", err)
 		}
-		if n > 0 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			f.t.Fatal("no Park waited for the retry's locks")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return fmt.Sprintf("%d sessions waiting", n), n > 0
+	})
 }

@@ -2,9 +2,7 @@ package idempotency_test
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"github.com/walrelay/walrelay/idempotency"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/pgtest"
 )
 
 // fixture is one test's own keys table and orders table (the business
@@ -36,20 +35,14 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(harness.Env(t, "WALRELAY_TEST_PG_URL"))
-	harness.Must(t, err, "parse postgres url")
-	cfg.MaxConns = 24 // the concurrency test's 20 callers each hold one
-	db, err := pgxpool.NewWithConfig(ctx, cfg)
-	harness.Must(t, err, "connect to postgres")
-	var b [4]byte
-	rand.Read(b[:]) //nolint:errcheck // never fails
-	suffix := hex.EncodeToString(b[:])
-	table := schema.Table{Schema: "public", Name: "idem_" + suffix}
-	f := &fixture{t: t, db: db, keys: table.Quoted(), orders: schema.QuoteIdentifier("idem_orders_" + suffix)}
-	t.Cleanup(func() {
-		db.Exec(context.Background(), "DROP TABLE IF EXISTS "+f.keys+", "+f.orders) //nolint:errcheck // best effort
-		db.Close()
+	pg := pgtest.New(t, "", func(c *pgxpool.Config) {
+		c.MaxConns = 24 // the concurrency test's 20 callers each hold one
 	})
+	db := pg.Pool
+	table := schema.Table{Schema: "public", Name: "idem_" + pg.Name}
+	f := &fixture{t: t, db: db, keys: table.Quoted(), orders: schema.QuoteIdentifier("idem_orders_" + pg.Name)}
+	pg.DropTable(f.keys, f.orders)
+	var err error
 	f.store, err = idempotency.New(idempotency.Config{Table: table})
 	harness.Must(t, err, "new store")
 	for i := 0; i < 2; i++ {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/walrelay/walrelay/inbox"
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // observed makes the inbox log to an observer as well as to the test.
@@ -72,7 +73,7 @@ func TestConsumeAppliesEachMessageOnceAndCommitsTheOffsets(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- in.Consume(ctx, tp.reader(), f.db, h.handle) }()
-	eventually(t, 60*time.Second, "every offset committed", tp.caughtUp)
+	poll.EventuallyEvery(t, 60*time.Second, 50*time.Millisecond, "every offset committed", tp.caughtUp)
 	cancel()
 	select {
 	case err := <-done:
@@ -132,7 +133,7 @@ func TestWaitForTopicThenConsume(t *testing.T) {
 		records = append(records, walrelayRecord(i))
 	}
 	tp.produce(records...)
-	eventually(t, 60*time.Second, "every offset committed", tp.caughtUp)
+	poll.EventuallyEvery(t, 60*time.Second, 50*time.Millisecond, "every offset committed", tp.caughtUp)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Consume after cancel = %v; want nil", err)

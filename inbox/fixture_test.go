@@ -2,8 +2,6 @@ package inbox_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
@@ -17,19 +15,8 @@ import (
 
 	"github.com/walrelay/walrelay/inbox"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/pgtest"
 )
-
-// suffix is a random name suffix, so that tests running at once in one
-// database or broker never share a table, topic or group.
-func suffix(t *testing.T) string {
-	t.Helper()
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b[:])
-}
 
 // fixture is one test's database: its own inbox, versions and effects
 // tables, dropped in t.Cleanup.
@@ -46,25 +33,17 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	db, err := pgxpool.New(ctx, harness.Env(t, "WALRELAY_TEST_PG_URL"))
-	if err != nil {
-		t.Fatalf("connect to postgres: %v", err)
-	}
-	s := suffix(t)
+	pg := pgtest.New(t, "")
+	s := pg.Name
 	f := &fixture{
 		t:        t,
-		db:       db,
+		db:       pg.Pool,
 		table:    schema.Table{Schema: "public", Name: "inbox_test_" + s},
 		versions: schema.Table{Schema: "public", Name: "inbox_test_versions_" + s},
 		effects:  `"public"."inbox_test_effects_` + s + `"`,
 		reg:      prometheus.NewRegistry(),
 	}
-	t.Cleanup(func() {
-		db.Exec(context.Background(), "DROP TABLE IF EXISTS "+f.table.Quoted()+", "+f.versions.Quoted()+", "+f.effects) //nolint:errcheck // best effort
-		db.Close()
-	})
+	pg.DropTable(f.table.Quoted(), f.versions.Quoted(), f.effects)
 	f.exec(`CREATE TABLE ` + f.effects + ` (consumer text NOT NULL, message_id uuid NOT NULL, version bigint)`)
 	return f
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/inbox"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 func TestNewRefusesBadConfig(t *testing.T) {
@@ -203,16 +204,12 @@ func (f *fixture) checkAtOnce(firstFails bool, boom error, applied []bool, resul
 // inbox waits on a lock: the second instance, blocked by the first's row.
 func (f *fixture) waitForLockWaiter(ctx context.Context) {
 	f.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		n := f.count(`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
-			"INSERT INTO "+f.table.Quoted()+"%")
-		if n == 1 {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !poll.Until(10*time.Second, 5*time.Millisecond, func() bool {
+		return f.count(`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+			"INSERT INTO "+f.table.Quoted()+"%") == 1
+	}) {
+		f.t.Errorf("no second session waited on the inbox row within 10s")
 	}
-	f.t.Errorf("no second session waited on the inbox row within 10s")
 }
 
 // wantMessages checks the consumer's message counters.

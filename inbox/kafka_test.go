@@ -12,7 +12,8 @@ import (
 
 	"github.com/walrelay/walrelay/inbox"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/kafkatest"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // topic is one test's Kafka topic and consumer group, both deleted in
@@ -20,7 +21,6 @@ import (
 type topic struct {
 	t          *testing.T
 	brokers    []string
-	client     *kafka.Client
 	name       string
 	group      string
 	partitions int
@@ -37,33 +37,20 @@ func newTopic(t *testing.T, partitions int) *topic {
 // create when it wants it to exist.
 func newTopicLater(t *testing.T, partitions int) *topic {
 	t.Helper()
-	brokers := strings.Split(harness.Env(t, "WALRELAY_TEST_KAFKA_BROKERS"), ",")
-	s := suffix(t)
-	tp := &topic{
-		t: t, brokers: brokers, partitions: partitions,
-		client: &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second},
-		name:   "inbox-test-" + s, group: "inbox-test-" + s,
-	}
-	ctx := context.Background()
-	t.Cleanup(func() {
-		tp.client.DeleteGroups(ctx, &kafka.DeleteGroupsRequest{GroupIDs: []string{tp.group}}) //nolint:errcheck // best effort
-		tp.client.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{tp.name}})    //nolint:errcheck // best effort
-	})
+	brokers := rig.KafkaBrokers(t)
+	name := rig.Unique("inbox-test-")
+	tp := &topic{t: t, brokers: strings.Split(brokers, ","), partitions: partitions, name: name, group: name}
+	kafkatest.DeleteGroupsAtCleanup(t, brokers, tp.group)
+	// A topic the test did not create (one a wait made by mistake) goes too.
+	t.Cleanup(func() { kafkatest.DeleteTopics(brokers, tp.name) }) //nolint:errcheck // best effort
 	return tp
 }
 
-// create creates the topic with the test's partition count.
+// create creates the topic with the test's partition count; it is deleted
+// in t.Cleanup.
 func (tp *topic) create() {
 	tp.t.Helper()
-	res, err := tp.client.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
-		{Topic: tp.name, NumPartitions: tp.partitions, ReplicationFactor: 1},
-	}})
-	if err == nil {
-		err = res.Errors[tp.name]
-	}
-	if err != nil {
-		tp.t.Fatalf("create topic %s: %v", tp.name, err)
-	}
+	kafkatest.CreateTopic(tp.t, strings.Join(tp.brokers, ","), tp.name, tp.partitions)
 }
 
 // produce writes records to the topic, acknowledged by every replica.
@@ -99,7 +86,7 @@ func (tp *topic) committed() []int64 {
 	for i := range parts {
 		parts[i] = i
 	}
-	offsets, err := harness.Committed(context.Background(), strings.Join(tp.brokers, ","), tp.group, tp.name, parts)
+	offsets, err := kafkatest.Committed(context.Background(), strings.Join(tp.brokers, ","), tp.group, tp.name, parts)
 	if err != nil {
 		tp.t.Fatal(err)
 	}
@@ -113,22 +100,13 @@ func (tp *topic) committed() []int64 {
 // ends is the end offset (the next offset to be written) of each partition.
 func (tp *topic) ends() []int64 {
 	tp.t.Helper()
-	var reqs []kafka.OffsetRequest
-	for p := range tp.partitions {
-		reqs = append(reqs, kafka.LastOffsetOf(p))
-	}
-	res, err := tp.client.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{
-		Topics: map[string][]kafka.OffsetRequest{tp.name: reqs},
-	})
+	ends, err := kafkatest.EndOffsets(context.Background(), strings.Join(tp.brokers, ","), tp.name)
 	if err != nil {
 		tp.t.Fatalf("list the offsets of %s: %v", tp.name, err)
 	}
 	out := make([]int64, tp.partitions)
-	for _, p := range res.Topics[tp.name] {
-		if p.Error != nil {
-			tp.t.Fatalf("list the offsets of %s[%d]: %v", tp.name, p.Partition, p.Error)
-		}
-		out[p.Partition] = p.LastOffset
+	for p, end := range ends {
+		out[p.Partition] = end
 	}
 	return out
 }
@@ -156,28 +134,15 @@ func walrelayRecord(n int) kafka.Message {
 	}
 }
 
-// eventually polls cond every 50ms until it holds, or fails the test
-// after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // caughtUp reports whether the group has committed the end offset of every
-// partition that holds records.
-func (tp *topic) caughtUp() bool {
+// partition that holds records, and both offsets of each partition.
+func (tp *topic) caughtUp() (string, bool) {
 	tp.t.Helper()
 	committed, ends := tp.committed(), tp.ends()
 	for p := range ends {
 		if ends[p] > 0 && committed[p] != ends[p] {
-			return false
+			return fmt.Sprintf("committed %v of ends %v", committed, ends), false
 		}
 	}
-	return true
+	return "", true
 }

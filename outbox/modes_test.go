@@ -10,6 +10,7 @@ import (
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // Every payload column type of the contract, on connections in every
@@ -53,7 +54,7 @@ func TestEveryPayloadColumnTypeInEveryQueryExecMode(t *testing.T) {
 func writeInMode(t *testing.T, tb *table, w *outbox.Writer, mode pgx.QueryExecMode, payload any) schema.MessageID {
 	t.Helper()
 	ctx := outbox.WithCorrelationID(context.Background(), "req-1")
-	cfg, err := pgx.ParseConfig(harness.Env(t, "WALRELAY_TEST_PG_URL"))
+	cfg, err := pgx.ParseConfig(rig.PGURL(t))
 	harness.Must(t, err, "parse postgres url")
 	cfg.DefaultQueryExecMode = mode
 	conn, err := pgx.ConnectConfig(ctx, cfg)

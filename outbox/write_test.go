@@ -2,8 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +15,7 @@ import (
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/pgtest"
 )
 
 // table is one test's own outbox table and publication, made with
@@ -31,23 +30,14 @@ func newTable(t *testing.T, cols schema.Columns) *table {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	db, err := pgxpool.New(ctx, harness.Env(t, "WALRELAY_TEST_PG_URL"))
-	if err != nil {
-		t.Fatalf("connect to postgres: %v", err)
-	}
-	var b [4]byte
-	rand.Read(b[:]) //nolint:errcheck // never fails
-	suffix := hex.EncodeToString(b[:])
+	pg := pgtest.New(t, "")
+	db := pg.Pool
 	cfg := schema.DefaultConfig()
-	cfg.Table.Name = "outbox_w_" + suffix
-	cfg.Publication = "pub_w_" + suffix
+	cfg.Table.Name = "outbox_w_" + pg.Name
+	cfg.Publication = "pub_w_" + pg.Name
 	cfg.Columns = cols
-	t.Cleanup(func() {
-		ctx := context.Background()
-		db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+schema.QuoteIdentifier(cfg.Publication))          //nolint:errcheck // best effort
-		db.Exec(ctx, "DROP TABLE IF EXISTS "+cfg.Table.Quoted()+", "+cfg.DeadLetterTable().Quoted()) //nolint:errcheck // best effort
-		db.Close()
-	})
+	pg.DropPublication(cfg.Publication)
+	pg.DropTable(cfg.Table.Quoted(), cfg.DeadLetterTable().Quoted())
 	ddl, err := schema.DDL(cfg)
 	if err != nil {
 		t.Fatal(err)

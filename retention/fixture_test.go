@@ -3,7 +3,6 @@ package retention_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"strconv"
 	"sync"
@@ -18,6 +17,8 @@ import (
 	"github.com/walrelay/walrelay/retention"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/pgtest"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // fixture is one test's outbox table (from the real DDL, with its index),
@@ -33,32 +34,23 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	url := harness.Env(t, "WALRELAY_TEST_PG_URL")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	db, err := pgxpool.New(ctx, url)
-	harness.Must(t, err, "connect to postgres")
-	name := fmt.Sprintf("wrprune_%016x", rand.Uint64())
-	f := &fixture{t: t, db: db, slot: name, cfg: schema.DefaultConfig()}
+	pg := pgtest.New(t, "wrprune_")
+	name := pg.Name
+	f := &fixture{t: t, db: pg.Pool, slot: name, cfg: schema.DefaultConfig()}
 	f.cfg.Table = schema.Table{Schema: "public", Name: name}
 	f.cfg.Publication = name
-	t.Cleanup(f.drop)
-	ddl, err := schema.DDL(f.cfg)
-	harness.Must(t, err, "render the DDL")
-	_, err = db.Exec(ctx, ddl)
-	harness.Must(t, err, "apply the DDL")
-	_, err = db.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", name)
-	harness.Must(t, err, "create slot %s", name)
-	return f
-}
-
-func (f *fixture) drop() {
+	pg.DropSlot(name)
+	pg.DropPublication(f.cfg.Publication)
+	pg.DropTable(f.cfg.Table.Quoted(), f.cfg.DeadLetterTable().Quoted())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	f.db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", f.slot) //nolint:errcheck // best effort
-	f.db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+schema.QuoteIdentifier(f.cfg.Publication))                             //nolint:errcheck // best effort
-	f.db.Exec(ctx, "DROP TABLE IF EXISTS "+f.cfg.Table.Quoted()+", "+f.cfg.DeadLetterTable().Quoted())                  //nolint:errcheck // best effort
-	f.db.Close()
+	ddl, err := schema.DDL(f.cfg)
+	harness.Must(t, err, "render the DDL")
+	_, err = pg.Pool.Exec(ctx, ddl)
+	harness.Must(t, err, "apply the DDL")
+	_, err = pg.Pool.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", name)
+	harness.Must(t, err, "create slot %s", name)
+	return f
 }
 
 // pruner returns a Pruner of the fixture's table and slot; change adjusts
@@ -111,20 +103,7 @@ func (f *fixture) commitRows(n int, age time.Duration) (ids []string, xid uint64
 // snapshot xmin is past xid, and rows of xid are the pruner's to delete.
 func (f *fixture) awaitHorizon(xid uint64) {
 	f.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var s string
-		harness.Must(f.t, f.db.QueryRow(context.Background(), "SELECT pg_snapshot_xmin(pg_current_snapshot())::text").Scan(&s), "read xmin")
-		xmin, err := strconv.ParseUint(s, 10, 64)
-		harness.Must(f.t, err, "parse xmin %q", s)
-		if xmin > xid {
-			return
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("snapshot xmin %d after 30s; want it past %d (a long transaction elsewhere on the server)", xmin, xid)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	pgtest.AwaitSnapshotPast(f.t, f.db, xid)
 }
 
 // ids returns the ids left in the table, sorted.
@@ -156,15 +135,15 @@ func (f *fixture) walLSN() pglogrepl.LSN {
 // WAL that far (advancing stops at the flushed position).
 func (f *fixture) advanceTo(lsn pglogrepl.LSN) {
 	f.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for f.confirmed() < lsn {
+	poll.Eventually(f.t, 10*time.Second, "slot confirmed "+lsn.String(), func() (string, bool) {
+		got := f.confirmed()
+		if got >= lsn {
+			return "", true
+		}
 		_, err := f.db.Exec(context.Background(), "SELECT pg_replication_slot_advance($1, $2::text::pg_lsn)", f.slot, lsn.String())
 		harness.Must(f.t, err, "advance slot %s to %s", f.slot, lsn)
-		if time.Now().After(deadline) {
-			f.t.Fatalf("slot confirmed %s after 10s; want %s", f.confirmed(), lsn)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return "slot confirmed " + got.String(), false
+	})
 }
 
 // follow advances the slot to the server's WAL position every 50ms until

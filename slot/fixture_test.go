@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,26 +12,20 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
-	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/pgtest"
+	"github.com/walrelay/walrelay/test/poll"
 )
-
-// pgURL returns the rig's PostgreSQL URL, or ends the test: a skip under
-// -short, a failure otherwise (CI must never pass by skipping).
-func pgURL(t *testing.T) string {
-	t.Helper()
-	return harness.Env(t, "WALRELAY_TEST_PG_URL")
-}
 
 // fixture is one test's own outbox table, publication and slot names, and a
 // plain SQL connection used from the test goroutine only. Everything it
 // names is dropped in t.Cleanup.
 type fixture struct {
 	t     *testing.T
+	db    *pgtest.DB
 	url   string
 	conn  *pgx.Conn
 	table schema.Table
@@ -45,33 +37,22 @@ type fixture struct {
 // only named, for Init or the test to create.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	url := pgURL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatalf("connect to %s: got %v; want a connection", redact(url), err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	base := fmt.Sprintf("wrslot_%016x", rand.Uint64())
+	db := pgtest.New(t, "wrslot_")
+	base := db.Name
 	f := &fixture{
 		t:     t,
-		url:   url,
-		conn:  conn,
+		db:    db,
+		url:   db.URL,
+		conn:  db.Conn(),
 		table: schema.Table{Schema: "public", Name: base + "_outbox"},
 		pub:   base + "_pub",
 		slot:  base,
 	}
-	t.Cleanup(f.drop)
+	db.DropSlot(f.slot)
+	db.DropPublication(f.pub)
+	db.DropTable(f.table.Quoted(), f.other().Quoted())
 	f.exec("CREATE TABLE " + f.table.Quoted() + " (id bigserial PRIMARY KEY, note text NOT NULL)")
 	return f
-}
-
-func redact(url string) string {
-	if i := strings.Index(url, "@"); i >= 0 {
-		return "postgres://...@" + url[i+1:]
-	}
-	return url
 }
 
 // config is a stream configuration for the fixture's objects.
@@ -85,36 +66,6 @@ func (f *fixture) config() slot.Config {
 		ConnectTimeout: 5 * time.Second,
 		ActiveRetryMin: 100 * time.Millisecond,
 		ActiveRetryMax: 300 * time.Millisecond,
-	}
-}
-
-// drop removes the slot (retrying while a walsender still holds it), the
-// publication and the tables of the fixture.
-func (f *fixture) drop() {
-	t := f.t
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	var err error
-	for range 50 {
-		_, err = f.conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", f.slot)
-		var pe *pgconn.PgError
-		if err == nil || !errors.As(err, &pe) || pe.Code != "55006" {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Errorf("cleanup: drop slot %q: got %v; want nil", f.slot, err)
-	}
-	drops := []string{
-		"DROP PUBLICATION IF EXISTS " + schema.QuoteIdentifier(f.pub),
-		"DROP TABLE IF EXISTS " + f.table.Quoted() + ", " + f.other().Quoted(),
-	}
-	for _, q := range drops {
-		if _, err := f.conn.Exec(ctx, q); err != nil {
-			t.Errorf("cleanup: %s: got %v; want nil", q, err)
-		}
 	}
 }
 
@@ -134,17 +85,7 @@ func (f *fixture) exec(sql string, args ...any) {
 
 func (f *fixture) queryLSN(sql string, args ...any) pglogrepl.LSN {
 	f.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var s string
-	if err := f.conn.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
-		f.t.Fatalf("%s: got %v; want a row", sql, err)
-	}
-	lsn, err := pglogrepl.ParseLSN(s)
-	if err != nil {
-		f.t.Fatalf("parse lsn %q: got %v; want nil", s, err)
-	}
-	return lsn
+	return f.db.LSN(sql, args...)
 }
 
 // insert writes one outbox row with note in its own committed transaction.
@@ -226,21 +167,16 @@ func (f *fixture) replyStat() replyStat {
 // updates with a client time after since. It returns the last one seen.
 func (f *fixture) waitReplies(since time.Time, n int, within time.Duration) replyStat {
 	f.t.Helper()
-	deadline := time.Now().Add(within)
 	var last replyStat
 	seen := 0
-	for time.Now().Before(deadline) {
+	poll.EventuallyEvery(f.t, within, 10*time.Millisecond, fmt.Sprintf("%d status updates on slot %q after %s", n, f.slot, since.Format(time.RFC3339Nano)), func() (string, bool) {
 		st := f.replyStat()
 		if st.ok && st.reply.After(since) && !st.reply.Equal(last.reply) {
 			seen++
 			last = st
-			if seen >= n {
-				return last
-			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	f.t.Fatalf("status updates on slot %q after %s: got %d within %s; want %d", f.slot, since.Format(time.RFC3339Nano), seen, within, n)
+		return fmt.Sprintf("%d", seen), seen >= n
+	})
 	return last
 }
 
@@ -249,15 +185,11 @@ func (f *fixture) waitReplies(since time.Time, n int, within time.Duration) repl
 func (f *fixture) waitConfirmed(want pglogrepl.LSN, within time.Duration) time.Duration {
 	f.t.Helper()
 	start := time.Now()
-	var got pglogrepl.LSN
-	for time.Since(start) < within {
-		if got = f.slotInfo().ConfirmedFlush; got == want {
-			return time.Since(start)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	f.t.Fatalf("confirmed_flush_lsn of slot %q after %s: got %s; want %s", f.slot, within, got, want)
-	return 0
+	poll.EventuallyEvery(f.t, within, 10*time.Millisecond, fmt.Sprintf("confirmed_flush_lsn of slot %q %s", f.slot, want), func() (string, bool) {
+		got := f.slotInfo().ConfirmedFlush
+		return got.String(), got == want
+	})
+	return time.Since(start)
 }
 
 // run is one Stream.Run in its own goroutine, with a buffered out channel

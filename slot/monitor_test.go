@@ -2,6 +2,7 @@ package slot_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/walrelay/walrelay/slot"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // pipeline is a hand-set slot.Pipeline.
@@ -70,13 +72,12 @@ func TestMonitorFiguresHeartbeatsAndStall(t *testing.T) {
 	}()
 
 	f.insert("one")
-	start := time.Now()
-	for !m.Stalled() {
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("no stall reported %s after the slot stopped moving; metrics %v", time.Since(start), gather(t, reg))
+	poll.Eventually(t, 10*time.Second, "a stall reported after the slot stopped moving", func() (string, bool) {
+		if m.Stalled() {
+			return "", true
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Sprintf("no stall; metrics %v", gather(t, reg)), false
+	})
 	got := gather(t, reg)
 	wal := f.queryLSN("SELECT pg_current_wal_lsn()::text")
 	if lag := got["walrelay_slot_lag_bytes"]; lag <= 0 || lag > float64(wal-info.ConfirmedFlush) {
@@ -96,13 +97,9 @@ func TestMonitorFiguresHeartbeatsAndStall(t *testing.T) {
 
 	// Messages in flight: waiting for Kafka is not a stall.
 	pipe.idle.Store(false)
-	start = time.Now()
-	for m.Stalled() {
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("still stalled with messages in flight; want the verdict lifted")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Eventually(t, 5*time.Second, "the verdict lifted with messages in flight", func() (string, bool) {
+		return "still stalled", !m.Stalled()
+	})
 	if got := gather(t, reg)["walrelay_stalled"]; got != 0 {
 		t.Errorf("walrelay_stalled after the verdict was lifted: got %v; want 0", got)
 	}

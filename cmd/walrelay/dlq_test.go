@@ -1,16 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +17,9 @@ import (
 	"github.com/walrelay/walrelay/dlq"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
+	"github.com/walrelay/walrelay/test/kafkatest"
+	"github.com/walrelay/walrelay/test/pgtest"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // retryRig is a test's own dead-letter table and Kafka topic, removed in
@@ -39,40 +35,23 @@ type retryRig struct {
 
 func newRetryRig(t *testing.T, topicConfig ...kafka.ConfigEntry) *retryRig {
 	t.Helper()
-	pgURL, brokers := os.Getenv("WALRELAY_TEST_PG_URL"), os.Getenv("WALRELAY_TEST_KAFKA_BROKERS")
-	if pgURL == "" || brokers == "" {
-		if testing.Short() {
-			t.Skip("integration test: needs WALRELAY_TEST_PG_URL and WALRELAY_TEST_KAFKA_BROKERS")
-		}
-		t.Fatal("WALRELAY_TEST_PG_URL and WALRELAY_TEST_KAFKA_BROKERS are not set: run `make test`, or `eval \"$(scripts/rig.sh env)\"`")
-	}
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	suffix := hex.EncodeToString(b[:])
-	r := &retryRig{t: t, brokers: strings.Split(brokers, ","), topic: "walrelay-dlq-" + suffix}
+	pg := pgtest.New(t, "outbox_dlqcmd_")
+	brokers := rig.KafkaBrokers(t)
+	r := &retryRig{t: t, db: pg.Pool, brokers: strings.Split(brokers, ","), topic: rig.Unique("walrelay-dlq-")}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := pgxpool.New(ctx, pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.db = db
 	cfg := schema.DefaultConfig()
-	cfg.Table.Name = "outbox_dlqcmd_" + suffix
+	cfg.Table.Name = pg.Name
 	table := cfg.DeadLetterTable()
-	t.Cleanup(func() {
-		db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table.Quoted()) //nolint:errcheck // best effort
-		db.Close()
-	})
-	if err := dlq.EnsureTable(ctx, db, cfg); err != nil {
+	pg.DropTable(table.Quoted())
+	if err := dlq.EnsureTable(ctx, r.db, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if r.store, err = dlq.New(db, table); err != nil {
+	var err error
+	if r.store, err = dlq.New(r.db, table); err != nil {
 		t.Fatal(err)
 	}
-	r.createTopic(ctx, topicConfig)
+	kafkatest.CreateTopic(t, brokers, r.topic, 3, topicConfig...)
 	o := defaultOptions()
 	o.KafkaBrokers, o.Sink.TopicTemplate, o.Sink.Source = brokers, r.topic, "walrelay-dlq-test"
 	sc, err := o.sinkConfig()
@@ -81,26 +60,6 @@ func newRetryRig(t *testing.T, topicConfig ...kafka.ConfigEntry) *retryRig {
 	}
 	r.pub = &sink.ListPublisher{Config: sc, Log: zaptest.NewLogger(t)}
 	return r
-}
-
-func (r *retryRig) client() *kafka.Client {
-	return &kafka.Client{Addr: kafka.TCP(r.brokers...), Timeout: 30 * time.Second}
-}
-
-func (r *retryRig) createTopic(ctx context.Context, config []kafka.ConfigEntry) {
-	r.t.Helper()
-	res, err := r.client().CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
-		{Topic: r.topic, NumPartitions: 3, ReplicationFactor: 1, ConfigEntries: config},
-	}})
-	if err == nil {
-		err = res.Errors[r.topic]
-	}
-	if err != nil {
-		r.t.Fatalf("create topic %s: %v", r.topic, err)
-	}
-	r.t.Cleanup(func() {
-		r.client().DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{r.topic}}) //nolint:errcheck // best effort
-	})
 }
 
 // message is the n-th message of aggregate agg, with a payload of size
@@ -136,44 +95,12 @@ func (r *retryRig) park(msgs ...*schema.Message) {
 	}
 }
 
-// kcatRecord is one record as kcat -J prints it.
-type kcatRecord struct {
-	Partition int32     `json:"partition"`
-	Key       *string   `json:"key"`
-	Payload   *string   `json:"payload"`
-	Headers   []*string `json:"headers"`
-}
-
-func (k kcatRecord) header(name string) string {
-	for i := 0; i+1 < len(k.Headers); i += 2 {
-		if k.Headers[i] != nil && *k.Headers[i] == name && k.Headers[i+1] != nil {
-			return *k.Headers[i+1]
-		}
-	}
-	return ""
-}
-
-// read returns the topic's records with key agg, in partition order, read
-// with kcat, a client that shares no code with the sink.
-func (r *retryRig) read(agg string) []kcatRecord {
+// read returns the topic's records with key agg, in the order kcat read
+// them, with kcat, a client that shares no code with the sink.
+func (r *retryRig) read(agg string) []kafkatest.Record {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "kcat", "-b", strings.Join(r.brokers, ","), "-C", "-t", r.topic, "-o", "beginning", "-e", "-q", "-J")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		r.t.Fatalf("kcat read %s: %v\n%s", r.topic, err, stderr.String())
-	}
-	var recs []kcatRecord
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var rec kcatRecord
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			r.t.Fatalf("kcat output %q: %v", sc.Text(), err)
-		}
+	var recs []kafkatest.Record
+	for _, rec := range kafkatest.Read(r.t, strings.Join(r.brokers, ","), r.topic) {
 		if rec.Key != nil && *rec.Key == agg {
 			recs = append(recs, rec)
 		}
@@ -191,16 +118,16 @@ func (r *retryRig) checkRecords(agg string, msgs ...*schema.Message) {
 	}
 	for i, rec := range got {
 		m := msgs[i]
-		if id := rec.header("ce_id"); id != m.ID.String() {
+		if id := rec.Headers["ce_id"]; id != m.ID.String() {
 			r.t.Errorf("aggregate %s record %d: ce_id %s; want %s (original order and identity)", agg, i, id, m.ID)
 		}
 		if rec.Payload == nil || *rec.Payload != string(m.Payload) {
 			r.t.Errorf("aggregate %s record %d: payload differs from the parked one", agg, i)
 		}
-		if tp := rec.header("traceparent"); tp != m.Headers[0].Value {
+		if tp := rec.Headers["traceparent"]; tp != m.Headers[0].Value {
 			r.t.Errorf("aggregate %s record %d: traceparent %q; want %q", agg, i, tp, m.Headers[0].Value)
 		}
-		if v := rec.header("aggregate_version"); v != strconv.FormatInt(m.AggregateVersion, 10) {
+		if v := rec.Headers["aggregate_version"]; v != strconv.FormatInt(m.AggregateVersion, 10) {
 			r.t.Errorf("aggregate %s record %d: aggregate_version %q; want %d", agg, i, v, m.AggregateVersion)
 		}
 	}
@@ -269,7 +196,7 @@ func TestRetryThroughKafkaFailsThenSucceedsAfterTheFix(t *testing.T) {
 		t.Fatalf("%d records in Kafka after the failed retry; want none", len(got))
 	}
 
-	r.raiseLimit(ctx)
+	r.raiseLimit()
 	res, err = r.store.Retry(ctx, dlq.Selection{All: true}, r.pub)
 	if err != nil || len(res.Published) != 3 || len(res.Left) != 0 {
 		t.Fatalf("Retry after raising the limit = %+v, %v; want 3 published", res, err)
@@ -281,22 +208,9 @@ func TestRetryThroughKafkaFailsThenSucceedsAfterTheFix(t *testing.T) {
 }
 
 // raiseLimit lifts the topic's max.message.bytes: the operator's fix.
-func (r *retryRig) raiseLimit(ctx context.Context) {
+func (r *retryRig) raiseLimit() {
 	r.t.Helper()
-	res, err := r.client().AlterConfigs(ctx, &kafka.AlterConfigsRequest{Resources: []kafka.AlterConfigRequestResource{{
-		ResourceType: kafka.ResourceTypeTopic, ResourceName: r.topic,
-		Configs: []kafka.AlterConfigRequestConfig{{Name: "max.message.bytes", Value: "1048588"}},
-	}}})
-	if err == nil {
-		for _, e := range res.Errors {
-			if e != nil {
-				err = e
-			}
-		}
-	}
-	if err != nil {
-		r.t.Fatalf("raise max.message.bytes of %s: %v", r.topic, err)
-	}
+	kafkatest.SetTopicConfig(r.t, strings.Join(r.brokers, ","), r.topic, "max.message.bytes", "1048588")
 }
 
 func positionsOf(es []dlq.Entry) []string {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 type lockedBuffer struct {
@@ -43,14 +45,10 @@ func TestRunWritesEachMailAndLogsIt(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"--listen", addr, "--dir", dir}, &logs) }()
 	msg := "Message-ID: <m1@x>\r\nSubject: hello\r\n\r\nbody\r\n"
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(10*time.Second, 20*time.Millisecond, func() bool {
 		err = smtp.SendMail(addr, nil, "a@example.com", []string{"b@example.com"}, []byte(msg))
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	})
 	if err != nil {
 		t.Fatalf("SendMail: %v", err)
 	}

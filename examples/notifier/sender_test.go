@@ -13,6 +13,7 @@ import (
 
 	"github.com/walrelay/walrelay/examples/mailsink/smtpsink"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 func freeAddr(t *testing.T) string {
@@ -48,7 +49,7 @@ func TestSenderRetriesWhileMailIsDownThenSends(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- snd.Run(ctx) }()
 	began := time.Now()
-	waitFor(t, 20*time.Second, "every task tried 4 times", func() bool {
+	poll.EventuallyTrue(t, 20*time.Second, "every task tried 4 times", func() bool {
 		for _, k := range keys {
 			if readTask(t, pool, s, k).attempts < 4 {
 				return false
@@ -70,7 +71,7 @@ func TestSenderRetriesWhileMailIsDownThenSends(t *testing.T) {
 	sink, err := smtpsink.Start(addr)
 	harness.Must(t, err, "start the sink")
 	defer sink.Close()
-	waitFor(t, 20*time.Second, "every task sent", func() bool {
+	poll.EventuallyTrue(t, 20*time.Second, "every task sent", func() bool {
 		for _, k := range keys {
 			if readTask(t, pool, s, k).status != "sent" {
 				return false
@@ -104,16 +105,5 @@ func TestSenderRetriesWhileMailIsDownThenSends(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.failures); got < 3*n {
 		t.Errorf("failures counter = %v; want at least %d", got, 3*n)
-	}
-}
-
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

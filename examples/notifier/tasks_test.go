@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/pgtest"
 )
 
 // testTasks opens the rig's database and makes a tasks table of the test's
@@ -20,17 +20,12 @@ func testTasks(t *testing.T) (*pgxpool.Pool, *taskStore) {
 	t.Helper()
 	pgURL, _ := harness.Services(t)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgURL)
-	harness.Must(t, err, "connect to postgres")
-	var b [4]byte
-	rand.Read(b[:])
-	table := schema.Table{Schema: "public", Name: "email_tasks_" + hex.EncodeToString(b[:])}
+	pg := pgtest.Connect(t, pgURL, "email_tasks_")
+	pool := pg.Pool
+	table := schema.Table{Schema: "public", Name: pg.Name}
 	s, err := newTaskStore(table)
 	harness.Must(t, err, "task store")
-	t.Cleanup(func() {
-		pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table.Quoted()) //nolint:errcheck // best effort
-		pool.Close()
-	})
+	pg.DropTable(table.Quoted())
 	// Twice at once: the advisory lock keeps the two from racing.
 	var wg sync.WaitGroup
 	errs := make([]error, 2)

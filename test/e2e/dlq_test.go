@@ -16,6 +16,7 @@ import (
 	"github.com/walrelay/walrelay/dlq"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/kafkatest"
 )
 
 // dlqEntry is the part of `walrelay dlq list --json` the test checks.
@@ -245,7 +246,7 @@ func checkRetryOutput(t *testing.T, stdout string, msgs []*schema.Message) {
 // are msgs, in order, with their message ids and headers.
 func checkTopic(t *testing.T, f *harness.Fixture, agg string, msgs []*schema.Message) {
 	t.Helper()
-	var got []harness.Record
+	var got []kafkatest.Record
 	for _, r := range f.ReadTopic(f.Topic("order")) {
 		if r.Key != nil && *r.Key == agg {
 			got = append(got, r)

@@ -20,6 +20,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // The users of the secured broker. SCRAM keeps one password per mechanism,
@@ -128,7 +130,7 @@ func kafkaRuntime(t *testing.T, libs string) (java string, major int) {
 func jvmOptions(logs string, major int) []string {
 	o := []string{"-Xms64m", "-Xmx" + secureKafkaHeap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 		"-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true", "-Dkafka.logs.dir=" + logs}
-	conf := filepath.Join(harness.RepoRoot(), "scripts", "kafka")
+	conf := filepath.Join(rig.RepoRoot(), "scripts", "kafka")
 	if major >= 4 {
 		return append(o, "-Dlog4j2.configurationFile="+filepath.Join(conf, "log4j2.xml"))
 	}
@@ -214,19 +216,18 @@ func clusterID(t *testing.T) string {
 // with itself registered, and every other listener accepts connections.
 func (k *secureKafka) waitReady(t *testing.T, exited <-chan struct{}, dir string) {
 	t.Helper()
-	deadline := time.Now().Add(secureKafkaWait)
-	for !k.answers() {
+	poll.EventuallyEvery(t, secureKafkaWait, 250*time.Millisecond, "the secured broker answering on "+k.plain, func() (string, bool) {
+		if k.answers() {
+			return "", true
+		}
 		select {
 		case <-exited:
 			t.Fatalf("the secured broker exited during start-up:\n%s\n%s", tailFile(filepath.Join(dir, "kafka.out"), secureKafkaLogEnd),
 				tailFile(filepath.Join(dir, "logs", "server.log"), secureKafkaLogEnd))
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the secured broker did not answer on %s within %s", k.plain, secureKafkaWait)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return "no answer", false
+	})
 	for _, addr := range []string{k.saslSSL, k.saslPlain, k.mTLS} {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		harness.Must(t, err, "connect to the secured broker's listener %s", addr)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // With an idle outbox while another database writes 200 MB of WAL, the
@@ -132,33 +134,24 @@ func otherDatabase(t *testing.T, f *harness.Fixture) *pgx.Conn {
 // waitMetric waits until the relay's metric satisfies ok.
 func waitMetric(t *testing.T, addr, name string, ok func(float64) bool, within time.Duration) float64 {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		v := harness.Scrape(addr, name)
-		if ok(v) {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v after %s; want it to reach the expected value", name, v, within)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var v float64
+	poll.EventuallyEvery(t, within, 100*time.Millisecond, name+" to reach the expected value", func() (string, bool) {
+		v = harness.Scrape(addr, name)
+		return fmt.Sprintf("%s = %v", name, v), ok(v)
+	})
+	return v
 }
 
 // waitReady waits until /readyz answers with code and returns its body.
 func waitReady(t *testing.T, addr string, code int, within time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		got, body := get(addr, "/readyz")
-		if got == code {
-			return body
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz = %d %q after %s; want %d", got, body, within, code)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var body string
+	poll.EventuallyEvery(t, within, 100*time.Millisecond, fmt.Sprintf("/readyz = %d", code), func() (string, bool) {
+		var got int
+		got, body = get(addr, "/readyz")
+		return fmt.Sprintf("/readyz = %d %q", got, body), got == code
+	})
+	return body
 }
 
 func get(addr, path string) (int, string) {

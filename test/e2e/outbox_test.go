@@ -10,6 +10,7 @@ import (
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/kafkatest"
 )
 
 // A rolled-back business transaction leaves neither order nor outbox row
@@ -86,7 +87,7 @@ func TestRolledBackBusinessTransactionLeavesNoOrderRowOrMessage(t *testing.T) {
 }
 
 // checkMarker checks the key and the headers of the marker's record.
-func checkMarker(t *testing.T, rec harness.Record, traceparent string) {
+func checkMarker(t *testing.T, rec kafkatest.Record, traceparent string) {
 	t.Helper()
 	if rec.Key == nil || *rec.Key != "o-marker" {
 		t.Errorf("marker key %v; want o-marker", rec.Key)

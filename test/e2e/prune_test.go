@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/pgtest"
 )
 
 // TestPruneDeletesOnlyPublishedOldRows runs `walrelay prune` against a
@@ -91,18 +92,5 @@ func insertAged(t *testing.T, f *harness.Fixture, prefix string, n int, age time
 // and before the next prune's to delete.
 func awaitSnapshotPast(t *testing.T, f *harness.Fixture, xid uint64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var s string
-		harness.Must(t, f.DB.QueryRow(context.Background(), "SELECT pg_snapshot_xmin(pg_current_snapshot())::text").Scan(&s), "read xmin")
-		xmin, err := strconv.ParseUint(s, 10, 64)
-		harness.Must(t, err, "parse xmin %q", s)
-		if xmin > xid {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("snapshot xmin %d after 30s; want it past %d (a long transaction elsewhere on the server)", xmin, xid)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	pgtest.AwaitSnapshotPast(t, f.DB, xid)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // The core promise: 10,000 rows from 8 concurrent writers, in transactions
@@ -131,14 +132,13 @@ func TestSIGTERMMidStreamThenRestartLosesNothing(t *testing.T) {
 	}()
 	// Stop once the relay is visibly in the middle of the stream.
 	before := f.ConfirmedLSN()
-	deadline := time.Now().Add(2 * time.Minute)
-	for f.ConfirmedLSN() == before {
-		if time.Now().After(deadline) {
-			t.Fatal("the slot never confirmed anything while writers were running")
+	poll.EventuallyEvery(t, 2*time.Minute, 50*time.Millisecond, "the slot confirming something while writers run", func() (string, bool) {
+		got := f.ConfirmedLSN()
+		if got == before {
+			r.Running()
 		}
-		r.Running()
-		time.Sleep(50 * time.Millisecond)
-	}
+		return "confirmed_flush_lsn still " + got.String(), got != before
+	})
 	if code := r.Stop(); code != 0 {
 		t.Fatalf("exit code after SIGTERM = %d; want 0\n%s", code, r.Stderr.String())
 	}
@@ -208,14 +208,7 @@ func TestStandbyTakesOverWhenTheLeaderStops(t *testing.T) {
 
 	bMetrics := harness.FreePort(t)
 	b := f.Run("--metrics-addr", bMetrics)
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(b.Stderr.String(), "waiting for leadership") {
-		b.Running()
-		if time.Now().After(deadline) {
-			t.Fatalf("the second relay never said it waits for the slot:\n%s", b.Stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	b.WaitLine("waiting for leadership", 30*time.Second) // the second relay says it waits for the slot
 	// A standby that can read the slot is ready: waiting is its job.
 	waitReady(t, bMetrics, http.StatusOK, 15*time.Second)
 	if v := harness.Scrape(bMetrics, "walrelay_streaming"); v != 0 {

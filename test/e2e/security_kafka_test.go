@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // walrelay talks TLS and SASL to Kafka: one broker of the test's own
@@ -262,14 +263,14 @@ func testPasswordChangedWhileRunning(t *testing.T, k *secureKafka) {
 	_, err = f.Write(ctx, load)
 	harness.Must(t, err, "write outbox rows")
 	end := f.CurrentLSN()
-	deadline := time.Now().Add(30 * time.Second)
-	for !retriedAuthentication(r.Stderr.String()) {
-		r.Running()
-		if time.Now().After(deadline) {
-			t.Fatalf("walrelay's log: got no retried produce with SASL Authentication Failed within 30s\n%s", r.Stderr.String())
+	poll.EventuallyEvery(t, 30*time.Second, 100*time.Millisecond, "a retried produce with SASL Authentication Failed in walrelay's log", func() (string, bool) {
+		log := r.Stderr.String()
+		if retriedAuthentication(log) {
+			return "", true
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		r.Running()
+		return "walrelay's log:\n" + log, false
+	})
 	time.Sleep(2 * time.Second) // a few more attempts
 	if got := f.ConfirmedLSN(); got >= end {
 		t.Errorf("slot confirmed %s while Kafka refused walrelay; want below %s", got, end)

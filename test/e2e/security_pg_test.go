@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // The PostgreSQL half of walrelay's transport security: walrelay reaches the
@@ -314,20 +316,16 @@ func waitForTLS(t *testing.T, f *harness.Fixture, ca *harness.CA) {
 	q.Set("sslmode", "verify-full")
 	q.Set("sslrootcert", ca.File())
 	u.RawQuery = q.Encode()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	poll.EventuallyEvery(t, 20*time.Second, 100*time.Millisecond, "a verified TLS connection after the reload", func() (string, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		conn, err := pgconn.Connect(ctx, u.String())
-		cancel()
-		if err == nil {
-			conn.Close(context.Background())
-			return
+		if err != nil {
+			return fmt.Sprintf("%v (the server's log, WALRELAY_TEST_PG_LOG, says why)", err), false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server took no verified TLS connection within 20s of the reload: %v (its log, WALRELAY_TEST_PG_LOG, says why)", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		conn.Close(context.Background())
+		return "", true
+	})
 }
 
 // literal quotes s as an SQL string literal (standard_conforming_strings

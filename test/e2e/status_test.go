@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"regexp"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/walrelay/walrelay/leader"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // statusOut is `walrelay status --json` as a script reads it. Pointers are
@@ -338,11 +340,8 @@ func keepSizeUnlimited(t *testing.T, f *harness.Fixture) bool {
 // are gone from the server.
 func waitReleased(t *testing.T, f *harness.Fixture) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for readSlotRow(t, f).active || lockHolder(t, f) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("slot still active or leader lock still held 30s after the relay stopped")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.EventuallyEvery(t, 30*time.Second, 50*time.Millisecond, "slot inactive and leader lock free after the relay stopped", func() (string, bool) {
+		active, holder := readSlotRow(t, f).active, lockHolder(t, f)
+		return fmt.Sprintf("slot active %v, lock holder %d", active, holder), !active && holder == 0
+	})
 }

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/walrelay/walrelay/test/kafkatest"
+	"github.com/walrelay/walrelay/test/poll"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // kafkaRig returns the rig's ordinary brokers, its PROXIED listener and the
@@ -20,46 +23,16 @@ import (
 // except under -short, so that CI cannot pass by skipping.
 func kafkaRig(t *testing.T) (brokers []string, proxied, proxy string) {
 	t.Helper()
-	b := os.Getenv("WALRELAY_TEST_KAFKA_BROKERS")
-	proxied, proxy = os.Getenv("WALRELAY_TEST_KAFKA_PROXIED"), os.Getenv("WALRELAY_TEST_KAFKA_PROXY")
-	if b != "" && proxied != "" && proxy != "" {
-		return strings.Split(b, ","), proxied, proxy
-	}
-	if testing.Short() {
-		t.Skip("needs WALRELAY_TEST_KAFKA_BROKERS, WALRELAY_TEST_KAFKA_PROXIED and WALRELAY_TEST_KAFKA_PROXY (make test starts Kafka)")
-	}
-	t.Fatal("WALRELAY_TEST_KAFKA_BROKERS, WALRELAY_TEST_KAFKA_PROXIED or WALRELAY_TEST_KAFKA_PROXY is not set: run `make test`, or `eval \"$(scripts/rig.sh env)\"` after `scripts/rig.sh start`")
-	return nil, "", ""
+	b := rig.KafkaBrokers(t)
+	return strings.Split(b, ","), rig.Env(t, "WALRELAY_TEST_KAFKA_PROXIED"), rig.Env(t, "WALRELAY_TEST_KAFKA_PROXY")
 }
 
 // createTopic makes a fresh one-partition topic through the ordinary
 // listener and deletes it when the test ends.
 func createTopic(t *testing.T, brokers []string) string {
 	t.Helper()
-	topic := fmt.Sprintf("walrelay-faultproxy-%d", time.Now().UnixNano())
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{
-		Topics: []kafka.TopicConfig{{Topic: topic, NumPartitions: 1, ReplicationFactor: 1}},
-	})
-	if err == nil {
-		err = res.Errors[topic]
-	}
-	if err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		res, err := client.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{topic}})
-		if err == nil {
-			err = res.Errors[topic]
-		}
-		if err != nil {
-			t.Errorf("delete topic %s: %v", topic, err)
-		}
-	})
+	topic := rig.Unique("walrelay-faultproxy-")
+	kafkatest.CreateTopic(t, strings.Join(brokers, ","), topic, 1)
 	return topic
 }
 
@@ -94,17 +67,16 @@ func produce(client *kafka.Client, topic, value string) error {
 // and reports how many attempts failed first.
 func produceEventually(t *testing.T, client *kafka.Client, topic, value string) int {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for failed := 0; ; failed++ {
+	failed := 0
+	poll.EventuallyEvery(t, 20*time.Second, 100*time.Millisecond, fmt.Sprintf("%q produced through the proxy", value), func() (string, bool) {
 		err := produce(client, topic, value)
 		if err == nil {
-			return failed
+			return "", true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("produce %q through the proxy: %v (after %d attempts)", value, err, failed+1)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		failed++
+		return fmt.Sprintf("%v (after %d attempts)", err, failed), false
+	})
+	return failed
 }
 
 // fetchAll reads the values of partition 0 of topic from offset 0. The
@@ -112,26 +84,19 @@ func produceEventually(t *testing.T, client *kafka.Client, topic, value string) 
 // requests on it fail, so a fetch is retried like a produce.
 func fetchAll(t *testing.T, client *kafka.Client, topic string) []string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
 	var res *kafka.FetchResponse
-	for {
+	poll.EventuallyEvery(t, 20*time.Second, 100*time.Millisecond, "a fetch of "+topic+" through the proxy", func() (string, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		var err error
 		res, err = client.Fetch(ctx, &kafka.FetchRequest{
 			Topic: topic, MinBytes: 1, MaxBytes: 1 << 20, MaxWait: 500 * time.Millisecond,
 		})
-		cancel()
 		if err == nil {
 			err = res.Error
 		}
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fetch %s through the proxy: %v", topic, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Sprint(err), err == nil
+	})
 	var values []string
 	for {
 		r, err := res.Records.ReadRecord()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // startEcho runs a TCP echo server on loopback until the test ends.
@@ -78,19 +81,15 @@ func checkNoGoroutines(t *testing.T) {
 	t.Helper()
 	// A goroutine that has called wg.Done may still be on its way out when
 	// Wait returns: give the stragglers a moment before calling it a leak.
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		left := proxyGoroutines()
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			for _, g := range left {
-				t.Errorf("goroutine left after Close:\n%s", g)
-			}
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	var left []string
+	if poll.Until(2*time.Second, 10*time.Millisecond, func() bool {
+		left = proxyGoroutines()
+		return len(left) == 0
+	}) {
+		return
+	}
+	for _, g := range left {
+		t.Errorf("goroutine left after Close:\n%s", g)
 	}
 }
 
@@ -180,13 +179,10 @@ func expectHeld(t *testing.T, c net.Conn) {
 
 func waitConns(t *testing.T, p *Proxy, want int) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for p.Conns() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("Conns() = %d; want %d", p.Conns(), want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.EventuallyEvery(t, 2*time.Second, 5*time.Millisecond, fmt.Sprintf("Conns() = %d", want), func() (string, bool) {
+		got := p.Conns()
+		return fmt.Sprintf("Conns() = %d", got), got == want
+	})
 }
 
 func TestForward(t *testing.T) {

@@ -19,6 +19,8 @@ import (
 
 	"github.com/walrelay/walrelay/test/faultproxy"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // killTypes are the aggregate types (topics) of the kill tests.
@@ -155,7 +157,7 @@ func killAtKeepaliveReply(t *testing.T) {
 	f := harness.New(t, killTypes...)
 	w := newKillWitness(t, f)
 	f.WalrelayOK("init")
-	p, err := faultproxy.Start(harness.Env(t, "WALRELAY_TEST_KAFKA_PROXY"), harness.Env(t, "WALRELAY_TEST_KAFKA_PROXIED"))
+	p, err := faultproxy.Start(rig.Env(t, "WALRELAY_TEST_KAFKA_PROXY"), rig.Env(t, "WALRELAY_TEST_KAFKA_PROXIED"))
 	harness.Must(t, err, "start the Kafka proxy")
 	t.Cleanup(func() { p.Close() }) //nolint:errcheck // closed below; a second Close returns nil
 
@@ -182,13 +184,15 @@ func killAtKeepaliveReply(t *testing.T) {
 	p.Stall()
 	killInsert(t, f, "inflight", rows)
 	inFlight := 0.0
-	deadline := time.Now().Add(time.Minute)
-	for !r.Exited() && time.Now().Before(deadline) {
+	poll.Until(time.Minute, 20*time.Millisecond, func() bool {
+		if r.Exited() {
+			return true
+		}
 		if v := harness.Scrape(metrics, "walrelay_sink_in_flight_messages"); v > inFlight {
 			inFlight = v
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 	died := killExpectFailpoint(t, r, spec, spawned, time.Minute)
 	// Close, not Restore: a held produce request of the dead relay must not
 	// reach Kafka after the mark.
@@ -216,7 +220,7 @@ func killAtReconnect(t *testing.T) {
 	written, err := f.Write(context.Background(), harness.Load{Writers: 4, Rows: 1000 * n, MaxTxRows: 100, AggregatesPerWriter: 10, Types: killTypes})
 	harness.Must(t, err, "write outbox rows")
 	restarted := time.Now()
-	harness.Rig(t, "pg.sh", "restart", "fast")
+	rig.Script(t, "pg.sh", "restart", "fast")
 	f.DB.Reset() // the pool's connections died with the server
 	died := killExpectFailpoint(t, r, spec, restarted, 2*time.Minute)
 	fault := killRecordFault(f, fmt.Sprintf("failpoint %s, %s after PostgreSQL was restarted (fast)", spec, died.Round(time.Millisecond)))
@@ -273,14 +277,13 @@ func killInsert(t *testing.T, f *harness.Fixture, prefix string, count int) {
 // when the relay exits.
 func killWaitFor(t *testing.T, r *harness.Relay, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		r.Running()
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s\n%s", what, within, r.Stderr.String())
+	poll.Eventually(t, within, what, func() (string, bool) {
+		if cond() {
+			return "", true
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		r.Running()
+		return "none; walrelay output:\n" + r.Stderr.String(), false
+	})
 }
 
 // killExpectFailpoint waits for the relay to die and fails the test unless

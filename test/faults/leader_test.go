@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // leaderTakeoverBound is the bound on a takeover with the default
@@ -95,13 +96,13 @@ func (n *leaderNode) published() float64 {
 func leaderWait(t *testing.T, n *leaderNode, want float64, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for n.leading() != want {
-		n.r.Running()
-		if time.Since(start) > within {
-			t.Fatalf("%s: walrelay_leader = %v after %s; want %v\n%s", n.name, n.leading(), within, want, n.r.Stderr.String())
+	poll.EventuallyEvery(t, within, 100*time.Millisecond, fmt.Sprintf("%s: walrelay_leader = %v", n.name, want), func() (string, bool) {
+		got := n.leading()
+		if got != want {
+			n.r.Running()
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Sprintf("%s: walrelay_leader = %v; walrelay output:\n%s", n.name, got, n.r.Stderr.String()), got == want
+	})
 	return time.Since(start)
 }
 
@@ -109,22 +110,19 @@ func leaderWait(t *testing.T, n *leaderNode, want float64, within time.Duration)
 // standby, and returns the leader and the standby.
 func leaderFind(t *testing.T, a, b *leaderNode) (lead, standby *leaderNode) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	poll.EventuallyEvery(t, 90*time.Second, 100*time.Millisecond, "a single leader", func() (string, bool) {
 		a.r.Running()
 		b.r.Running()
 		la, lb := a.leading(), b.leading()
 		switch {
 		case la == 1 && lb == 0:
-			return a, b
+			lead, standby = a, b
 		case la == 0 && lb == 1:
-			return b, a
+			lead, standby = b, a
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no single leader within 90s: %s walrelay_leader = %v, %s = %v", a.name, la, b.name, lb)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Sprintf("%s walrelay_leader = %v, %s = %v", a.name, la, b.name, lb), lead != nil
+	})
+	return lead, standby
 }
 
 // leaderTakeover measures, from since, how long it takes until n reports
@@ -132,17 +130,18 @@ func leaderFind(t *testing.T, a, b *leaderNode) (lead, standby *leaderNode) {
 // up after within (zero durations then). onWait runs at every poll.
 func leaderTakeover(t *testing.T, f *harness.Fixture, n *leaderNode, since time.Time, confirmed pglogrepl.LSN, within time.Duration) (leads, moves time.Duration) {
 	t.Helper()
-	for time.Since(since) < within {
+	poll.Until(time.Until(since.Add(within)), 100*time.Millisecond, func() bool {
 		n.r.Running()
 		if leads == 0 && n.leading() == 1 {
 			leads = time.Since(since)
 		}
 		if leads != 0 && f.ConfirmedLSN() > confirmed {
-			return leads, time.Since(since)
+			moves = time.Since(since)
+			return true
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return leads, 0
+		return false
+	})
+	return leads, moves
 }
 
 // leaderCheckBound fails the test unless both measures exist and are

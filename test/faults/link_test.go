@@ -16,6 +16,8 @@ import (
 
 	"github.com/walrelay/walrelay/test/faultproxy"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // linkTypes are the aggregate types (topics) of the link and leader tests.
@@ -155,13 +157,13 @@ func linkStarted(r *harness.Relay) int {
 func linkWaitSession(t *testing.T, r *harness.Relay, n int, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for linkStarted(r) <= n {
-		r.Running()
-		if time.Since(start) > within {
-			t.Fatalf("no new replication session within %s of the fault (sessions started: %d)", within, n)
+	poll.EventuallyEvery(t, within, 100*time.Millisecond, fmt.Sprintf("a new replication session after the fault (more than %d)", n), func() (string, bool) {
+		got := linkStarted(r)
+		if got <= n {
+			r.Running()
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Sprintf("%d sessions started", got), got > n
+	})
 	return time.Since(start)
 }
 
@@ -279,13 +281,14 @@ func TestReplicationLinkCutAndStalled(t *testing.T) {
 	// the stalled one goes on, it closes once the slot has caught up.
 	lsn := f.CurrentLSN()
 	restored := time.Now()
-	for linkStarted(r) == sessions && f.ConfirmedLSN() < lsn {
-		r.Running()
-		if time.Since(restored) > 3*time.Minute {
-			t.Fatalf("slot confirmed %s 3m after the restore; want >= %s", f.ConfirmedLSN(), lsn)
+	poll.EventuallyEvery(t, 3*time.Minute, 100*time.Millisecond, "a new session or the slot confirmed >= "+lsn.String()+" after the restore", func() (string, bool) {
+		got := f.ConfirmedLSN()
+		if linkStarted(r) > sessions || got >= lsn {
+			return "", true
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		r.Running()
+		return "slot confirmed " + got.String(), false
+	})
 	fl.end = f.Mark()
 	if linkStarted(r) > sessions {
 		fl.note(fmt.Sprintf("a new session %s after the restore", time.Since(restored).Round(time.Millisecond)))
@@ -310,8 +313,8 @@ func TestReplicationLinkCutAndStalled(t *testing.T) {
 // Kafka move until the link is back. Then the slot catches up.
 func TestKafkaLinkCutAndStalled(t *testing.T) {
 	sc := scale(t)
-	proxied := harness.Env(t, "WALRELAY_TEST_KAFKA_PROXIED")
-	proxyAddr := harness.Env(t, "WALRELAY_TEST_KAFKA_PROXY")
+	proxied := rig.Env(t, "WALRELAY_TEST_KAFKA_PROXIED")
+	proxyAddr := rig.Env(t, "WALRELAY_TEST_KAFKA_PROXY")
 	proxy, err := faultproxy.Start(proxyAddr, proxied)
 	harness.Must(t, err, "start the Kafka proxy at %s", proxyAddr)
 	t.Cleanup(func() { proxy.Close() }) //nolint:errcheck // the listener's error does not matter here

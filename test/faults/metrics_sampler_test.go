@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // The metrics sampler reads the relay's /metrics every second in the
@@ -127,23 +128,22 @@ func (s *metricSampler) stop() ([]metricSample, int) {
 // waitFor waits, at most within, for a sample taken after since for which
 // ok holds, and returns it.
 func (s *metricSampler) waitFor(since time.Time, within time.Duration, ok func(metricSample) bool) (metricSample, bool) {
-	deadline := time.Now().Add(within)
 	seen := 0
-	for {
+	var found metricSample
+	ok2 := poll.Until(within, 200*time.Millisecond, func() bool {
 		s.mu.Lock()
 		fresh := s.samples[seen:]
 		seen = len(s.samples)
 		s.mu.Unlock()
 		for _, m := range fresh {
 			if m.at.After(since) && ok(m) {
-				return m, true
+				found = m
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			return metricSample{}, false
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false
+	})
+	return found, ok2
 }
 
 // phaseFigures is what the dashboard shows for one phase: slot lag and

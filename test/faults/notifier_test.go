@@ -7,20 +7,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/walrelay/walrelay/examples/mailsink/smtpsink"
 	"github.com/walrelay/walrelay/examples/orderevents"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/kafkatest"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // The notifier test's figures.
@@ -99,26 +99,11 @@ type notifyEnv struct {
 // notifier with failpoints.
 func notifySetup(t *testing.T, f *harness.Fixture) *notifyEnv {
 	t.Helper()
-	ctx := context.Background()
 	e := &notifyEnv{t: t, f: f, smtpAddr: harness.FreePort(t),
 		groupA: "notifier_a_" + f.ID, groupB: "notifier_b_" + f.ID}
-	dbName := "nt_" + f.ID
-	_, err := f.DB.Exec(ctx, "CREATE DATABASE "+dbName)
-	harness.Must(t, err, "create database %s", dbName)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		f.DB.Exec(ctx, "DROP DATABASE IF EXISTS "+dbName+" WITH (FORCE)") //nolint:errcheck // best effort
-		client := &kafka.Client{Addr: kafka.TCP(strings.Split(f.Brokers, ",")...), Timeout: 30 * time.Second}
-		client.DeleteGroups(ctx, &kafka.DeleteGroupsRequest{GroupIDs: []string{e.groupA, e.groupB}}) //nolint:errcheck // best effort
-	})
-	u, err := url.Parse(f.PGURL)
-	harness.Must(t, err, "parse the PostgreSQL URL")
-	u.Path = "/" + dbName
-	e.dbURL = u.String()
-	e.db, err = pgxpool.New(ctx, e.dbURL)
-	harness.Must(t, err, "connect to %s", dbName)
-	t.Cleanup(e.db.Close)
+	kafkatest.DeleteGroupsAtCleanup(t, f.Brokers, e.groupA, e.groupB)
+	e.dbURL, e.db = f.PG.CreateDatabase("nt_" + f.ID)
+	var err error
 	e.bin, err = harness.Build(t.TempDir(), "github.com/walrelay/walrelay/examples/notifier", "failpoints")
 	harness.Must(t, err, "build the notifier")
 	return e
@@ -252,17 +237,15 @@ func notifyWaitAllSent(t *testing.T, e *notifyEnv, procs ...*notifyProc) {
 func notifyWaitConsumed(t *testing.T, f *harness.Fixture, e *notifyEnv, procs ...*notifyProc) {
 	t.Helper()
 	topic := f.Topic(orderevents.AggregateType)
-	client := &kafka.Client{Addr: kafka.TCP(strings.Split(f.Brokers, ",")...), Timeout: 10 * time.Second}
 	notifyWait(t, notifyWithin, "both groups at the end of "+topic, procs, func() bool {
 		end := f.Mark()
 		for _, g := range []string{e.groupA, e.groupB} {
-			res, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{
-				GroupID: g, Topics: map[string][]int{topic: {0, 1, 2}}})
-			if err != nil || res.Error != nil {
+			committed, err := kafkatest.Committed(context.Background(), f.Brokers, g, topic, []int{0, 1, 2})
+			if err != nil {
 				return false
 			}
-			for _, p := range res.Topics[topic] {
-				if p.Error != nil || p.CommittedOffset != end[harness.Position{Topic: topic, Partition: int32(p.Partition)}] {
+			for p, offset := range committed {
+				if offset != end[harness.Position{Topic: topic, Partition: int32(p)}] {
 					return false
 				}
 			}
@@ -379,16 +362,15 @@ func notifySummary(t *testing.T, e *notifyEnv, orders map[string]notifyOrder, ma
 // when one of procs exits.
 func notifyWait(t *testing.T, within time.Duration, what string, procs []*notifyProc, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
+	poll.EventuallyEvery(t, within, 100*time.Millisecond, what, func() (string, bool) {
+		if cond() {
+			return "", true
+		}
 		for _, p := range procs {
 			p.Running()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s", what, within)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return "none", false
+	})
 }
 
 // notifyErrors reports the first few errors of one check, then how many

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -17,11 +16,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/walrelay/walrelay/examples/orderevents"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/kafkatest"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // shopOrders is how many orders the business-outcome test submits.
@@ -128,28 +128,10 @@ type shopRig struct {
 
 func shopSetup(t *testing.T, f *harness.Fixture) *shopRig {
 	t.Helper()
-	ctx := context.Background()
 	s := &shopRig{orders: "orders_" + f.ID, keys: "idem_" + f.ID, f: f}
-	t.Cleanup(func() {
-		f.DB.Exec(context.Background(), "DROP TABLE IF EXISTS "+s.orders+", "+s.keys) //nolint:errcheck // best effort
-	})
-	db := "wh_" + f.ID
-	_, err := f.DB.Exec(ctx, "CREATE DATABASE "+db)
-	harness.Must(t, err, "create database %s", db)
-	t.Cleanup(func() {
-		f.DB.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") //nolint:errcheck // best effort
-	})
-	u, err := url.Parse(f.PGURL)
-	harness.Must(t, err, "parse the rig's PostgreSQL URL")
-	u.Path = "/" + db
-	s.whURL = u.String()
-	s.wh, err = pgxpool.New(ctx, s.whURL)
-	harness.Must(t, err, "connect to %s", db)
-	t.Cleanup(s.wh.Close)
-	client := &kafka.Client{Addr: kafka.TCP(strings.Split(f.Brokers, ",")...), Timeout: 10 * time.Second}
-	t.Cleanup(func() {
-		client.DeleteGroups(context.Background(), &kafka.DeleteGroupsRequest{GroupIDs: []string{"g1_" + f.ID, "g2_" + f.ID}}) //nolint:errcheck // best effort
-	})
+	f.PG.DropTable(s.orders, s.keys)
+	s.whURL, s.wh = f.PG.CreateDatabase("wh_" + f.ID)
+	kafkatest.DeleteGroupsAtCleanup(t, f.Brokers, "g1_"+f.ID, "g2_"+f.ID)
 	return s
 }
 
@@ -162,21 +144,18 @@ func shopStartOrders(t *testing.T, f *harness.Fixture, bin string, s *shopRig) *
 		"--outbox-table", "public."+f.Table, "--publication", f.Publication,
 		"--orders-table", "public."+s.orders, "--idempotency-table", "public."+s.keys)
 	p.addr = "http://" + addr
-	deadline := time.Now().Add(time.Minute)
-	for {
+	poll.EventuallyEvery(t, time.Minute, 50*time.Millisecond, "the order service answering /healthz", func() (string, bool) {
 		resp, err := shopHTTP.Get(p.addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return p
+				return "", true
 			}
 		}
 		p.Running()
-		if time.Now().After(deadline) {
-			t.Fatalf("the order service did not answer /healthz within a minute\n%s", p.Tail(30))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return "no answer; its output:\n" + p.Tail(30), false
+	})
+	return p
 }
 
 // shopStartWarehouse runs a warehouse instance in group, with consumer id
@@ -191,23 +170,19 @@ func shopStartWarehouse(t *testing.T, f *harness.Fixture, bin string, s *shopRig
 // early when a process died.
 func (s *shopRig) waitReservations(t *testing.T, within time.Duration, relay *harness.Relay, procs ...*shopProc) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	var got int
-	for {
+	poll.EventuallyEvery(t, within, 250*time.Millisecond, fmt.Sprintf("%d orders with a reservation", shopOrders), func() (string, bool) {
+		var got int
 		err := s.wh.QueryRow(context.Background(), "SELECT count(DISTINCT order_id) FROM reservations").Scan(&got)
 		harness.Must(t, err, "count reservations")
 		if got >= shopOrders {
-			return
+			return "", true
 		}
 		relay.Running()
 		for _, p := range procs {
 			p.Running()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orders with a reservation = %d after %s; want %d", got, within, shopOrders)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return fmt.Sprintf("%d orders with a reservation", got), false
+	})
 }
 
 // waitGroupsCaughtUp waits until each group committed the end offset of
@@ -217,16 +192,10 @@ func (s *shopRig) waitGroupsCaughtUp(t *testing.T, f *harness.Fixture, within ti
 	topic := f.Topic(orderevents.AggregateType)
 	deadline := time.Now().Add(within)
 	for _, g := range groups {
-		for {
+		poll.EventuallyEvery(t, time.Until(deadline), 250*time.Millisecond, fmt.Sprintf("group %s at the end of %s", g, topic), func() (string, bool) {
 			behind := shopLag(t, f, g, topic)
-			if behind == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("group %s is %d records behind the end of %s after %s", g, behind, topic, within)
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
+			return fmt.Sprintf("group %s %d records behind", g, behind), behind == 0
+		})
 	}
 }
 
@@ -240,7 +209,7 @@ func shopLag(t *testing.T, f *harness.Fixture, group, topic string) int64 {
 			parts = append(parts, int(pos.Partition))
 		}
 	}
-	committed, err := harness.Committed(context.Background(), f.Brokers, group, topic, parts)
+	committed, err := kafkatest.Committed(context.Background(), f.Brokers, group, topic, parts)
 	harness.Must(t, err, "fetch the offsets of group %s", group)
 	var behind int64
 	for _, p := range parts {
@@ -480,17 +449,15 @@ func (l *shopLoad) ended() bool {
 // waitProgress waits until at least n orders were submitted (or all were).
 func (l *shopLoad) waitProgress(t *testing.T, n int64, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for l.progress.Load() < n {
+	poll.Eventually(t, within, fmt.Sprintf("%d orders submitted (or the load ended)", n), func() (string, bool) {
 		select {
 		case <-l.done:
-			return
-		case <-time.After(20 * time.Millisecond):
+			return "", true
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orders submitted = %d after %s; want %d", l.progress.Load(), within, n)
-		}
-	}
+		got := l.progress.Load()
+		return fmt.Sprintf("%d orders submitted", got), got >= n
+	})
 }
 
 // wait waits for the load to end and fails the test on any client error.

@@ -23,6 +23,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/poll"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // The outage tests: Kafka paused or killed for a minute, PostgreSQL
@@ -62,7 +64,7 @@ func TestKafkaPausedUnderLoad(t *testing.T) {
 	var pid int
 	outageKafka(t, "SIGSTOP",
 		func(t *testing.T) {
-			pid = harness.KafkaPid(t)
+			pid = rig.KafkaPid(t)
 			harness.Must(t, syscall.Kill(pid, syscall.SIGSTOP), "SIGSTOP kafka")
 			// Never leave the shared broker frozen behind a failed test.
 			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) }) //nolint:errcheck // may be running already
@@ -75,7 +77,7 @@ func TestKafkaPausedUnderLoad(t *testing.T) {
 func TestKafkaKilledUnderLoad(t *testing.T) {
 	outageKafka(t, "SIGKILL",
 		func(t *testing.T) {
-			pid := harness.KafkaPid(t)
+			pid := rig.KafkaPid(t)
 			harness.Must(t, syscall.Kill(pid, syscall.SIGKILL), "SIGKILL kafka")
 			t.Cleanup(func() {
 				if out, err := outageRigScript("kafka.sh", "start"); err != nil {
@@ -84,7 +86,7 @@ func TestKafkaKilledUnderLoad(t *testing.T) {
 			})
 			outageWaitGone(t, pid)
 		},
-		func(t *testing.T) { harness.Rig(t, "kafka.sh", "start") })
+		func(t *testing.T) { rig.Script(t, "kafka.sh", "start") })
 }
 
 // outageKafka runs the Kafka outage scenario: steady load, stop Kafka with
@@ -289,13 +291,9 @@ func outageWalsender(t *testing.T, f *harness.Fixture) outageSender {
 // outageWaitGone waits until the process pid no longer exists.
 func outageWaitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("kafka (pid %d) still exists 30s after SIGKILL", pid)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.EventuallyEvery(t, 30*time.Second, 50*time.Millisecond, fmt.Sprintf("kafka (pid %d) gone after SIGKILL", pid), func() (string, bool) {
+		return "it still exists", syscall.Kill(pid, 0) != nil
+	})
 }
 
 // outageWaitProgress lets the load run for at least d and until the slot
@@ -304,13 +302,13 @@ func outageWaitProgress(t *testing.T, f *harness.Fixture, r *harness.Relay, d ti
 	t.Helper()
 	from := f.ConfirmedLSN()
 	start := time.Now()
-	for time.Since(start) < d || f.ConfirmedLSN() == from {
-		if time.Since(start) > 2*time.Minute {
-			t.Fatalf("the slot confirmed nothing within 2 minutes of load")
+	poll.EventuallyEvery(t, 2*time.Minute, 200*time.Millisecond, fmt.Sprintf("at least %s of load and the slot confirming something of it", d), func() (string, bool) {
+		if time.Since(start) >= d && f.ConfirmedLSN() != from {
+			return "", true
 		}
 		r.Running()
-		time.Sleep(200 * time.Millisecond)
-	}
+		return "slot confirmed nothing past " + from.String(), false
+	})
 }
 
 func outageCount(t *testing.T, f *harness.Fixture) int {
@@ -329,7 +327,7 @@ type outagePGLog struct {
 
 func outagePGLogFrom(t *testing.T) outagePGLog {
 	t.Helper()
-	path := harness.Env(t, "WALRELAY_TEST_PG_LOG")
+	path := rig.Env(t, "WALRELAY_TEST_PG_LOG")
 	st, err := os.Stat(path)
 	harness.Must(t, err, "stat the PostgreSQL log")
 	return outagePGLog{path: path, offset: st.Size()}
@@ -390,7 +388,7 @@ func (l *outageLoad) stop() (int, error) {
 // outageRigScript runs a rig script outside a test's control flow (in a
 // cleanup, where a failure must not stop the other cleanups).
 func outageRigScript(script string, args ...string) (string, error) {
-	out, err := osexec.Command(filepath.Join(harness.RepoRoot(), "scripts", script), args...).CombinedOutput()
+	out, err := osexec.Command(filepath.Join(rig.RepoRoot(), "scripts", script), args...).CombinedOutput()
 	return string(out), err
 }
 
@@ -489,18 +487,18 @@ func outageRestartPG(t *testing.T, f *harness.Fixture, r *harness.Relay, db *pgx
 	rs := outageRestart{sessions: sessions, mark: f.Mark()}
 	rs.window = outageWindow{records: rs.mark.Records(), committed: outageCount(t, f), confirmed: f.ConfirmedLSN()}
 	at := time.Now()
-	harness.Rig(t, "pg.sh", "restart", mode)
+	rig.Script(t, "pg.sh", "restart", mode)
 	rs.done = time.Now()
 	// The fixture's pooled connections died with the server.
 	f.DB.Reset()
-	deadline := time.Now().Add(2 * time.Minute)
-	for strings.Count(r.Stderr.String(), `"replication started"`) <= sessions {
-		r.Running()
-		if time.Now().After(deadline) {
-			t.Fatalf("the relay did not stream again within 2 minutes of the %s restart:\n%s", mode, r.Stderr.String())
+	poll.Eventually(t, 2*time.Minute, "the relay streaming again after the "+mode+" restart", func() (string, bool) {
+		out := r.Stderr.String()
+		if strings.Count(out, `"replication started"`) > sessions {
+			return "", true
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		r.Running()
+		return "walrelay output:\n" + out, false
+	})
 	rs.reconnect = time.Since(at)
 	rs.resume = outageLastResume(t, r.Stderr.String())
 	return rs

@@ -4,6 +4,13 @@
 // load of concurrent writers, and a verifier that reads every topic back
 // with kcat, a client that shares no code with walrelay's sink.
 //
+// It is built on the smaller test packages any test may use alone: rig
+// (the rig's variables and scripts), poll (waiting for a condition),
+// kafkatest (topics, offsets, kcat reads) and pgtest (a test's own objects
+// in PostgreSQL). Its files go by concern: fixture (the outbox and its
+// walrelay commands), relay (a running `walrelay run`), mark (Kafka end
+// offsets at a fault), load, verify, metrics, process, role, certs.
+//
 // Without WALRELAY_TEST_PG_URL and WALRELAY_TEST_KAFKA_BROKERS the tests
 // fail, so that a CI run without services cannot pass by skipping; with
 // -short they skip.
@@ -11,11 +18,15 @@ package harness
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // Binary is the walrelay executable under test, built by Main with -race.
@@ -69,3 +80,30 @@ func Build(dir, pkg string, tags ...string) (string, error) {
 	}
 	return out, nil
 }
+
+// freePort returns a loopback address nobody listens on right now.
+func FreePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return "127.0.0.1:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+func Must(t *testing.T, err error, what string, args ...any) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", fmt.Sprintf(what, args...), err)
+	}
+}
+
+// Env returns a variable of the rig, as rig.Env.
+func Env(t *testing.T, name string) string {
+	t.Helper()
+	return rig.Env(t, name)
+}
+
+// RepoRoot is the top of the walrelay checkout, as rig.RepoRoot.
+func RepoRoot() string { return rig.RepoRoot() }

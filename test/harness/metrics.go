@@ -60,3 +60,28 @@ func parseSums(r io.Reader) (map[string]float64, error) {
 	}
 	return sums, sc.Err()
 }
+
+// Scrape returns one metric's value from the relay's /metrics at addr
+// (the value of the first line that starts with name), or -1 when absent.
+func Scrape(addr, name string) float64 {
+	client := http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return -1
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
+			fields := strings.Fields(line)
+			v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}

@@ -1,8 +1,10 @@
 package harness
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -100,4 +102,20 @@ func (p *Process) Stop() int {
 	p.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // may have exited already
 	p.Wait(30 * time.Second)
 	return p.cmd.ProcessState.ExitCode()
+}
+
+// RSS is the resident memory of a process in bytes, from /proc.
+func RSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }

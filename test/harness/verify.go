@@ -1,8 +1,6 @@
 package harness
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,48 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// parseKcat reads kcat -J output: one JSON object per record, headers as a
-// flat [key, value, key, value, ...] array.
-func parseKcat(out []byte) ([]Record, error) {
-	var recs []Record
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		var raw struct {
-			Topic     string    `json:"topic"`
-			Partition int32     `json:"partition"`
-			Offset    int64     `json:"offset"`
-			Key       *string   `json:"key"`
-			Payload   *string   `json:"payload"`
-			Headers   []*string `json:"headers"`
-		}
-		if err := json.Unmarshal(line, &raw); err != nil {
-			return nil, fmt.Errorf("%w in %q", err, line)
-		}
-		r := Record{Topic: raw.Topic, Partition: raw.Partition, Offset: raw.Offset, Key: raw.Key, Payload: raw.Payload, Headers: map[string]string{}}
-		for i := 0; i+1 < len(raw.Headers); i += 2 {
-			if raw.Headers[i] == nil {
-				continue
-			}
-			v := ""
-			if raw.Headers[i+1] != nil {
-				v = *raw.Headers[i+1]
-			}
-			if _, dup := r.Headers[*raw.Headers[i]]; dup {
-				return nil, fmt.Errorf("header %q twice at %s/%d@%d", *raw.Headers[i], r.Topic, r.Partition, r.Offset)
-			}
-			r.Headers[*raw.Headers[i]] = v
-		}
-		recs = append(recs, r)
-	}
-	return recs, sc.Err()
-}
+	"github.com/walrelay/walrelay/test/kafkatest"
+)
 
 // row is one outbox row as the database holds it, in the text forms
 // pgoutput sends.
@@ -189,7 +148,7 @@ func (f *Fixture) Verify(rows []Row) Report {
 }
 
 // checkRecord compares one record with its row; "" when they agree.
-func checkRecord(r Row, rec Record, topic, wantTopic string) string {
+func checkRecord(r Row, rec kafkatest.Record, topic, wantTopic string) string {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	if topic != wantTopic {

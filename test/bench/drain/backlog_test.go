@@ -4,16 +4,16 @@ package drain
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walrelay/walrelay/test/pgtest"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // backlog is one shape's outbox table, loaded, with its publication and the
@@ -34,23 +34,20 @@ type backlog struct {
 // load and read the same WAL.
 func newBacklog(ctx context.Context, t *testing.T, pgURL, brokers string, rounds int) *backlog {
 	t.Helper()
-	var r [4]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		t.Fatal(err)
-	}
-	id := hex.EncodeToString(r[:])
-	b := &backlog{pgURL: pgURL, brokers: brokers, id: id, table: "drain_" + id, publication: "drain_pub_" + id}
+	pg := pgtest.Connect(t, pgURL, "")
+	id := pg.Name
+	b := &backlog{pgURL: pgURL, brokers: brokers, db: pg.Pool, id: id, table: "drain_" + id, publication: "drain_pub_" + id}
 	for round := range rounds {
 		for run := range runCount {
 			b.slots = append(b.slots, fmt.Sprintf("drain_%s_%d_%s", id, round, [...]string{"recv", "discard", "kafka", "recv2"}[run]))
 		}
 	}
-	db, err := pgxpool.New(ctx, pgURL)
-	if err != nil {
-		t.Fatalf("connect to postgres: %v", err)
+	for _, s := range b.slots {
+		pg.DropSlot(s)
 	}
-	b.db = db
-	t.Cleanup(b.drop)
+	pg.DropPublication(b.publication)
+	pg.DropTable(b.table, b.table+"_dead_letters")
+	db := b.db
 
 	out, err := exec.CommandContext(ctx, walrelayBin, "schema", "--table", "public."+b.table, "--publication", b.publication).Output()
 	if err != nil {
@@ -83,13 +80,10 @@ func (b *backlog) fill(ctx context.Context, t *testing.T, s shape, payload int) 
 	t.Helper()
 	b.payloadBytes = load(ctx, t, b.pgURL, b.table, s, payload)
 	b.end = b.lsn(ctx, t, "pg_current_wal_insert_lsn()")
-	deadline := time.Now().Add(time.Minute)
-	for b.lsn(ctx, t, "pg_current_wal_flush_lsn()") < b.end {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not flush its WAL up to %s within a minute", b.end)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Eventually(t, time.Minute, "the server's WAL flushed up to "+b.end.String(), func() (string, bool) {
+		flushed := b.lsn(ctx, t, "pg_current_wal_flush_lsn()")
+		return "flushed up to " + flushed.String(), flushed >= b.end
+	})
 }
 
 // lsn reads one of the server's WAL positions: fn is a function such as
@@ -105,24 +99,4 @@ func (b *backlog) lsn(ctx context.Context, t *testing.T, fn string) pglogrepl.LS
 		t.Fatal(err)
 	}
 	return lsn
-}
-
-// drop removes the slots (releasing their WAL), the publication and the
-// tables, best effort: a slot may be held a moment longer by a run that
-// just ended.
-func (b *backlog) drop() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, s := range b.slots {
-		for range 50 {
-			_, err := b.db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", s)
-			if err == nil || !strings.Contains(err.Error(), "is active") {
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	b.db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+b.publication)                  //nolint:errcheck // best effort
-	b.db.Exec(ctx, "DROP TABLE IF EXISTS "+b.table+", "+b.table+"_dead_letters") //nolint:errcheck // best effort
-	b.db.Close()
 }

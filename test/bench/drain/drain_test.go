@@ -14,6 +14,8 @@ import (
 
 	"github.com/walrelay/walrelay/test/bench/benchenv"
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/kafkatest"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // Run indexes into result.runs and backlog.slots. pg_recvlogical runs
@@ -43,7 +45,7 @@ type result struct {
 func TestBenchDrain(t *testing.T) {
 	pgURL, brokers := harness.Services(t)
 	scale := benchenv.Scale(t)
-	kafkaPid = harness.KafkaPid(t)
+	kafkaPid = rig.KafkaPid(t)
 	loadBefore := benchenv.LoadAverage()
 	var results []result
 	for _, s := range shapes {
@@ -87,7 +89,7 @@ func drainShape(t *testing.T, pgURL, brokers string, s shape, payload int) resul
 		m[runRecv] = runRecvlogical(ctx, t, b, b.slot(round, runRecv), within)
 		m[runDiscard] = runWalrelay(ctx, t, b, discardBin, b.slot(round, runDiscard), prefix+"_discard.{aggregate_type}", within)
 		topic := prefix + ".bench"
-		createTopic(ctx, t, brokers, topic)
+		kafkatest.CreateTopic(t, brokers, topic, partitions) // a drained backlog can be gigabytes
 		m[runKafka] = runWalrelay(ctx, t, b, walrelayBin, b.slot(round, runKafka), prefix+".{aggregate_type}", within)
 		m[runRecv2] = runRecvlogical(ctx, t, b, b.slot(round, runRecv2), within)
 		n, err := topicRecords(ctx, brokers, topic)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // consumeMaxWait is how long the broker holds a fetch that finds nothing
@@ -188,20 +190,27 @@ func (c *consumer) publishedAt(n int) (time.Time, bool) {
 // waitAll waits until every message of the run arrived, a reader failed,
 // or within passed.
 func (c *consumer) waitAll(within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for c.count.Load() < int64(len(c.arrived)) {
+	var failed error
+	poll.Until(within, 20*time.Millisecond, func() bool {
+		if c.count.Load() >= int64(len(c.arrived)) {
+			return true
+		}
 		select {
 		case err := <-c.errs:
 			if err == nil {
 				err = errors.New("a partition reader stopped")
 			}
-			return fmt.Errorf("the consumer failed: %w", err)
+			failed = fmt.Errorf("the consumer failed: %w", err)
+			return true
 		default:
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("committed messages missing from Kafka: %d of %d arrived within %s", c.count.Load(), len(c.arrived), within)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	})
+	switch {
+	case failed != nil:
+		return failed
+	case c.count.Load() < int64(len(c.arrived)):
+		return fmt.Errorf("committed messages missing from Kafka: %d of %d arrived within %s", c.count.Load(), len(c.arrived), within)
 	}
 	return nil
 }

@@ -5,11 +5,12 @@ package latency
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/walrelay/walrelay/test/kafkatest"
 )
 
 // probeInterval spaces the probe's produce requests: a light load (50
@@ -32,7 +33,8 @@ type probe struct {
 func startProbe(brokers, topic string) *probe {
 	ctx, stop := context.WithCancel(context.Background())
 	p := &probe{stop: stop, done: make(chan struct{})}
-	client := &kafka.Client{Addr: kafka.TCP(strings.Split(brokers, ",")...), Timeout: 10 * time.Second}
+	client := kafkatest.Client(brokers)
+	client.Timeout = 10 * time.Second
 	go func() {
 		defer close(p.done)
 		tick := time.NewTicker(probeInterval)
