@@ -11,7 +11,7 @@ GO ?= go
 FUZZTIME ?= 300000x
 # The rig's PostgreSQL major version (scripts/pg.sh): the full suite runs on
 # it, the compatibility set on each of PG_OTHERS.
-export PG_MAJOR ?= 15
+export PG_MAJOR ?= 18
 PG_OTHERS ?= $(filter-out $(PG_MAJOR),14 15 16 17 18)
 # The end-to-end tests that exercise what differs between versions:
 # streaming and the confirm rule, a restart, bad rows, check, status, prune,

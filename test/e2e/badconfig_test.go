@@ -1,16 +1,12 @@
 package e2e
 
 import (
-	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/pgserver"
 )
 
 // Bad configuration fails fast with one clear line and a non-zero exit.
@@ -68,35 +64,9 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// replicaLevelServer starts a throwaway PostgreSQL with wal_level=replica
-// and returns its URL.
+// replicaLevelServer starts a throwaway PostgreSQL of the rig's version
+// with wal_level=replica and returns its URL.
 func replicaLevelServer(t *testing.T) string {
 	t.Helper()
-	bin := "/usr/lib/postgresql/15/bin"
-	dir, err := os.MkdirTemp("", "walrelay-replica-")
-	harness.Must(t, err, "temp dir")
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	asOwner := func(name string, args ...string) *exec.Cmd { return exec.Command(filepath.Join(bin, name), args...) }
-	if os.Geteuid() == 0 {
-		// PostgreSQL refuses to run as root: run it as the postgres user.
-		u, err := user.Lookup("postgres")
-		harness.Must(t, err, "look up the postgres user")
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		harness.Must(t, os.Chown(dir, uid, gid), "chown %s", dir)
-		asOwner = func(name string, args ...string) *exec.Cmd {
-			return exec.Command("runuser", append([]string{"-u", "postgres", "--", filepath.Join(bin, name)}, args...)...)
-		}
-	}
-	data := filepath.Join(dir, "data")
-	if out, err := asOwner("initdb", "-D", data, "-U", "walrelay", "--auth=trust", "-E", "UTF8").CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
-	port := strings.TrimPrefix(harness.FreePort(t), "127.0.0.1:")
-	opts := "-c listen_addresses=127.0.0.1 -c wal_level=replica -c fsync=off -k " + dir + " -p " + port
-	if out, err := asOwner("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "start").CombinedOutput(); err != nil {
-		t.Fatalf("pg_ctl start: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { asOwner("pg_ctl", "-D", data, "-m", "immediate", "stop").Run() }) //nolint:errcheck // best effort
-	return "postgres://walrelay@127.0.0.1:" + port + "/postgres?sslmode=disable"
+	return pgserver.Start(t, pgserver.Settings{"wal_level = replica"}).URL("postgres")
 }
