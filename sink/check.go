@@ -107,7 +107,7 @@ func securityResult(tc *tls.Config, mech sasl.Mechanism) check.Result {
 		found += ", whose credentials travel in clear text"
 	}
 	return check.Warning(name, found,
-		"Use a TLS listener of the brokers (SSL or SASL_SSL) and set "+SettingTLS+", with "+SettingTLSTrust+" for a CA of your own.")
+		"Use a TLS listener of the brokers (SSL or SASL_SSL) and set "+SettingTLS+"; for brokers whose certificates a CA of your own signed, "+SettingTLSTrust+".")
 }
 
 // reachFix is the fix for brokers that Ping could not use.

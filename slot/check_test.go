@@ -2,6 +2,7 @@ package slot_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/walrelay/walrelay/check"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
@@ -70,14 +72,15 @@ type serverFacts struct {
 	keepStatus string // warn when unlimited
 	roleStatus string // warn for a superuser, ok with REPLICATION, else fail
 	tlsStatus  string // ok for verify-full or a Unix socket, else warn
+	versionNum int    // server_version_num
 }
 
 func (f *fixture) serverFacts() serverFacts {
 	f.t.Helper()
 	var sf serverFacts
 	var super, repl bool
-	err := f.conn.QueryRow(context.Background(), `SELECT current_setting('max_slot_wal_keep_size'), rolsuper, rolreplication
-		FROM pg_roles WHERE rolname = current_user`).Scan(&sf.keepSize, &super, &repl)
+	err := f.conn.QueryRow(context.Background(), `SELECT current_setting('max_slot_wal_keep_size'), rolsuper, rolreplication,
+		current_setting('server_version_num')::int FROM pg_roles WHERE rolname = current_user`).Scan(&sf.keepSize, &super, &repl, &sf.versionNum)
 	if err != nil {
 		f.t.Fatalf("read server facts: got %v; want a row", err)
 	}
@@ -105,11 +108,37 @@ func (f *fixture) serverFacts() serverFacts {
 	return sf
 }
 
-// head is the results every check against the rig's server starts with.
+// head is the results every check against the rig's server starts with:
+// the rig is a primary without standbys, and PostgreSQL 18's
+// idle_replication_slot_timeout is off there.
 func (sf serverFacts) head() []string {
-	return []string{"postgres reachable=ok", "server version=ok", "postgres tls=" + sf.tlsStatus, "wal_level=ok",
-		"max_replication_slots=ok", "max_wal_senders=ok", "max_slot_wal_keep_size=" + sf.keepStatus,
-		"role replication=" + sf.roleStatus, "database connect=ok", "outbox table=ok"}
+	h := []string{"postgres reachable=ok", "server version=ok", "server role=ok", "postgres tls=" + sf.tlsStatus, "wal_level=ok",
+		"max_replication_slots=ok", "max_wal_senders=ok", "max_slot_wal_keep_size=" + sf.keepStatus}
+	if sf.versionNum >= 180000 {
+		h = append(h, "idle_replication_slot_timeout=ok")
+	}
+	return append(h, "role replication="+sf.roleStatus, "database connect=ok", "outbox table=ok")
+}
+
+// failover is the result on the slot's failover flag: none before
+// PostgreSQL 17 (the rig has no standby to warn about) nor for a slot that
+// is not logical; on 17 and later ok for a failover slot (as Init makes
+// it), warn for another.
+func (f *fixture) failover(sf serverFacts) []string {
+	f.t.Helper()
+	var logical, failover bool
+	err := f.conn.QueryRow(context.Background(), `SELECT slot_type = 'logical', coalesce((to_jsonb(s)->>'failover')::bool, false)
+		FROM pg_replication_slots s WHERE slot_name = $1`, f.slot).Scan(&logical, &failover)
+	if errors.Is(err, pgx.ErrNoRows) || sf.versionNum < 170000 || !logical {
+		return nil
+	}
+	if err != nil {
+		f.t.Fatalf("read slot %q: got %v; want a row", f.slot, err)
+	}
+	if failover {
+		return []string{"slot failover=ok"}
+	}
+	return []string{"slot failover=warn"}
 }
 
 var goodPublication = []string{"publication=ok", "publication inserts=ok", "publication table=ok", "publication scope=ok"}
@@ -128,7 +157,7 @@ func TestCheckGoodSetup(t *testing.T) {
 	got, _ := runCheck(t, f.config())
 	t.Logf("check of a good setup:\n%s", dump(got))
 
-	wantStatuses(t, got, slices.Concat(sf.head(), goodPublication, goodSlot))
+	wantStatuses(t, got, slices.Concat(sf.head(), goodPublication, goodSlot, f.failover(sf)))
 	if r := find(t, got, "wal_level"); r.Found != "logical" {
 		t.Errorf("wal_level found: got %q; want %q", r.Found, "logical")
 	}
@@ -232,7 +261,8 @@ func TestCheckPublicationAndSlotProblems(t *testing.T) {
 			got, _ := runCheck(t, f.config())
 			t.Logf("check:\n%s", dump(got))
 
-			wantStatuses(t, got, slices.Concat(f.serverFacts().head(), tc.pub, tc.slot))
+			sf := f.serverFacts()
+			wantStatuses(t, got, slices.Concat(sf.head(), tc.pub, tc.slot, f.failover(sf)))
 			for name, text := range tc.found {
 				if r := find(t, got, name); !strings.Contains(r.Found, text) {
 					t.Errorf("check %q found: got %q; want it to contain %q", name, r.Found, text)

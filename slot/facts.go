@@ -40,6 +40,27 @@ type facts struct {
 
 	figures    Figures
 	figuresErr error
+
+	ha    haFacts
+	haErr error
+}
+
+// haFacts are what a failover depends on: whether the server is a
+// standby, and on a primary its standbys, their physical slots and the
+// settings that keep a failover slot in step (PostgreSQL 17 and later).
+type haFacts struct {
+	inRecovery bool
+	// standbys counts the physical replication connections (walsenders
+	// streaming WAL to a standby).
+	standbys int
+	// physicalSlots are the names of the server's physical slots.
+	physicalSlots []string
+	// syncStandbySlots is synchronized_standby_slots (17 and later; nil
+	// before).
+	syncStandbySlots *string
+	// idleTimeout is idle_replication_slot_timeout (18 and later; nil
+	// before).
+	idleTimeout *string
 }
 
 // serverFacts are the connection's database and role and the server's
@@ -91,7 +112,25 @@ func readFacts(ctx context.Context, conn *pgx.Conn, cfg *Config) *facts {
 	f.tableExists, f.tableErr = tableExists(ctx, conn, cfg.Table)
 	f.readPublication(ctx, conn)
 	f.readFigures(ctx, conn)
+	f.ha, f.haErr = readHA(ctx, conn)
 	return f
+}
+
+const haSQL = `SELECT pg_is_in_recovery(),
+	(SELECT count(*) FROM pg_stat_replication r WHERE NOT EXISTS
+		(SELECT 1 FROM pg_replication_slots s WHERE s.slot_type = 'logical' AND s.active_pid = r.pid)),
+	coalesce((SELECT array_agg(slot_name::text ORDER BY slot_name) FROM pg_replication_slots WHERE slot_type = 'physical'), '{}'),
+	current_setting('synchronized_standby_slots', true),
+	current_setting('idle_replication_slot_timeout', true)`
+
+// readHA reads the server's place in a primary/standby pair.
+func readHA(ctx context.Context, conn *pgx.Conn) (haFacts, error) {
+	var h haFacts
+	err := conn.QueryRow(ctx, haSQL).Scan(&h.inRecovery, &h.standbys, &h.physicalSlots, &h.syncStandbySlots, &h.idleTimeout)
+	if err != nil {
+		return h, fmt.Errorf("read replication state: %w", err)
+	}
+	return h, nil
 }
 
 // readPublication (re)reads the publication and, when it is missing, who
@@ -114,7 +153,7 @@ func (f *facts) readFigures(ctx context.Context, conn *pgx.Conn) {
 // returns it as it is: a failed read is no verdict on the setup, and the
 // next attempt may read it.
 func (f *facts) err() error {
-	for _, err := range []error{f.serverErr, f.settingsErr, f.roleErr, f.tableErr, f.pubErr, f.creatorErr, f.figuresErr} {
+	for _, err := range []error{f.serverErr, f.settingsErr, f.roleErr, f.tableErr, f.pubErr, f.creatorErr, f.figuresErr, f.haErr} {
 		if err != nil {
 			return fmt.Errorf("read the server's setup: %w", err)
 		}

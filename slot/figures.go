@@ -2,8 +2,9 @@ package slot
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -44,37 +45,90 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-const figuresSQL = `SELECT s.slot_name IS NOT NULL, coalesce(s.plugin, ''), coalesce(s.slot_type, ''),
-	s.database, coalesce(s.active, false), s.active_pid,
-	s.confirmed_flush_lsn::text, s.restart_lsn::text, s.wal_status, s.safe_wal_size,
-	pg_current_wal_lsn()::text
-FROM (SELECT 1) one LEFT JOIN pg_replication_slots s ON s.slot_name = $1`
+// figuresSQL reads the slot's row whole, as JSON, so that one query serves
+// every server: PostgreSQL 16 added conflicting, 17 invalidation_reason,
+// inactive_since, synced and failover; a column the server lacks is
+// absent from the JSON and its field stays zero. A standby reports the
+// WAL it replayed as its position.
+const figuresSQL = `SELECT (SELECT to_jsonb(s)::text FROM pg_replication_slots s WHERE s.slot_name = $1),
+	(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text`
+
+// slotRow is a pg_replication_slots row as to_jsonb writes it.
+type slotRow struct {
+	Plugin             *string `json:"plugin"`
+	Type               string  `json:"slot_type"`
+	Database           *string `json:"database"`
+	Active             bool    `json:"active"`
+	ActivePID          *int32  `json:"active_pid"`
+	ConfirmedFlush     *string `json:"confirmed_flush_lsn"`
+	RestartLSN         *string `json:"restart_lsn"`
+	WALStatus          *string `json:"wal_status"`
+	SafeWALSize        *int64  `json:"safe_wal_size"`
+	Conflicting        *bool   `json:"conflicting"`
+	InvalidationReason *string `json:"invalidation_reason"`
+	InactiveSince      *string `json:"inactive_since"`
+	Synced             *bool   `json:"synced"`
+	Failover           *bool   `json:"failover"`
+}
 
 // ReadFigures reads the figures of slot name. A missing slot is not an
 // error: Exists is false and only CurrentWAL is set.
 func ReadFigures(ctx context.Context, q Querier, name string) (Figures, error) {
 	var (
-		f         Figures
-		db        *string
-		pid       *int32
-		confirmed *pglogrepl.LSN
-		restart   *pglogrepl.LSN
-		walStatus *string
+		f   Figures
+		row *string
 	)
-	err := q.QueryRow(ctx, figuresSQL, name).Scan(&f.Exists, &f.Plugin, &f.Type, &db, &f.Active, &pid,
-		&confirmed, &restart, &walStatus, &f.SafeWALSize, &f.CurrentWAL)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = errors.New("no row") // the outer join always yields one
-	}
+	err := q.QueryRow(ctx, figuresSQL, name).Scan(&row, &f.CurrentWAL)
 	if err != nil {
 		return Figures{}, fmt.Errorf("read figures of slot %q: %w", name, err)
 	}
-	f.Database = deref(db)
-	f.ActivePID = deref(pid)
-	f.ConfirmedFlush = deref(confirmed)
-	f.RestartLSN = deref(restart)
-	f.WALStatus = deref(walStatus)
+	if row == nil {
+		return f, nil
+	}
+	if f.Info, f.SafeWALSize, err = parseSlotRow(*row); err != nil {
+		return Figures{}, fmt.Errorf("read figures of slot %q: %w", name, err)
+	}
 	return f, nil
+}
+
+// parseSlotRow turns the JSON of a pg_replication_slots row into Info.
+func parseSlotRow(text string) (Info, *int64, error) {
+	var r slotRow
+	if err := json.Unmarshal([]byte(text), &r); err != nil {
+		return Info{}, nil, fmt.Errorf("parse pg_replication_slots row: %w", err)
+	}
+	info := Info{
+		Exists: true, Plugin: deref(r.Plugin), Type: r.Type, Database: deref(r.Database),
+		Active: r.Active, ActivePID: deref(r.ActivePID), WALStatus: deref(r.WALStatus),
+		Conflicting: deref(r.Conflicting), InvalidationReason: deref(r.InvalidationReason),
+		Synced: deref(r.Synced), Failover: deref(r.Failover),
+	}
+	var err error
+	if info.ConfirmedFlush, err = parseLSN(r.ConfirmedFlush); err != nil {
+		return Info{}, nil, err
+	}
+	if info.RestartLSN, err = parseLSN(r.RestartLSN); err != nil {
+		return Info{}, nil, err
+	}
+	if r.InactiveSince != nil {
+		t, err := time.Parse(time.RFC3339Nano, *r.InactiveSince)
+		if err != nil {
+			return Info{}, nil, fmt.Errorf("parse inactive_since %q: %w", *r.InactiveSince, err)
+		}
+		info.InactiveSince = t.UTC()
+	}
+	return info, r.SafeWALSize, nil
+}
+
+func parseLSN(s *string) (pglogrepl.LSN, error) {
+	if s == nil {
+		return 0, nil
+	}
+	lsn, err := pglogrepl.ParseLSN(*s)
+	if err != nil {
+		return 0, fmt.Errorf("parse LSN %q: %w", *s, err)
+	}
+	return lsn, nil
 }
 
 func deref[T any](p *T) T {

@@ -43,13 +43,26 @@ func (f *fixture) database() string {
 	return db
 }
 
+// serverVersion is the server's server_version_num.
+func (f *fixture) serverVersion() int {
+	f.t.Helper()
+	var v int
+	if err := f.conn.QueryRow(context.Background(), "SELECT current_setting('server_version_num')::int").Scan(&v); err != nil {
+		f.t.Fatalf("server_version_num: got %v; want a row", err)
+	}
+	return v
+}
+
 // checkNewSlot verifies that info and the server both describe a fresh,
 // permanent, logical pgoutput slot of the fixture's database.
 func (f *fixture) checkNewSlot(info slot.Info) {
 	f.t.Helper()
 	got := f.slotInfo()
+	// On PostgreSQL 17 and later the slot is a failover slot; the server
+	// says when it was last released.
 	want := slot.Info{Exists: true, Plugin: "pgoutput", Type: "logical", Database: f.database(),
-		ConfirmedFlush: got.ConfirmedFlush, RestartLSN: got.RestartLSN, WALStatus: got.WALStatus}
+		ConfirmedFlush: got.ConfirmedFlush, RestartLSN: got.RestartLSN, WALStatus: got.WALStatus,
+		InactiveSince: got.InactiveSince, Failover: f.serverVersion() >= 170000}
 	if got != want {
 		f.t.Errorf("pg_replication_slots: got %+v; want %+v", got, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -27,6 +28,22 @@ type Info struct {
 	RestartLSN     pglogrepl.LSN
 	// WALStatus is reserved, extended, unreserved or lost.
 	WALStatus string
+	// Conflicting (PostgreSQL 16 and later) is true for a logical slot
+	// invalidated by a conflict with recovery.
+	Conflicting bool
+	// InvalidationReason (17 and later) says why the server invalidated
+	// the slot: wal_removed, rows_removed, wal_level_insufficient,
+	// idle_timeout (18); empty for a usable slot.
+	InvalidationReason string
+	// InactiveSince (17 and later) is when the slot was last released, in
+	// UTC; zero while it is in use, and before 17.
+	InactiveSince time.Time
+	// Synced (17 and later) is true for a slot a standby keeps in step with
+	// its primary's failover slot (sync_replication_slots).
+	Synced bool
+	// Failover (17 and later) is true for a slot the primary lets its
+	// standbys synchronise, so that it survives a failover.
+	Failover bool
 }
 
 // ConfigError is a preflight verdict: the server, the publication or the
@@ -181,7 +198,7 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, f *facts, log *zap.L
 func ensureSlot(ctx context.Context, conn *pgx.Conn, f *facts, log *zap.Logger) error {
 	cfg := f.cfg
 	if !f.figures.Exists {
-		_, err := conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", cfg.Slot)
+		_, err := conn.Exec(ctx, createSlotSQL(f.server.versionNum), cfg.Slot)
 		if err != nil && !isDuplicate(err) {
 			return fmt.Errorf("create replication slot %q: %w", cfg.Slot, err)
 		}
@@ -191,6 +208,21 @@ func ensureSlot(ctx context.Context, conn *pgx.Conn, f *facts, log *zap.Logger) 
 		log.Info("created replication slot", zap.String("slot", cfg.Slot), zap.Stringer("confirmed_flush_lsn", f.figures.ConfirmedFlush))
 	}
 	return firstFailure(judge(f, slotRules))
+}
+
+// failoverVersion is the first PostgreSQL with failover slots
+// (server_version_num).
+const failoverVersion = 170000
+
+// createSlotSQL creates a permanent pgoutput slot; on PostgreSQL 17 and
+// later with failover, so that standbys with sync_replication_slots keep
+// it in step and a promoted standby has it.
+func createSlotSQL(versionNum int) string {
+	if versionNum >= failoverVersion {
+		// slot_name, plugin, temporary, twophase, failover
+		return "SELECT pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)"
+	}
+	return "SELECT pg_create_logical_replication_slot($1, 'pgoutput')"
 }
 
 // isInsufficientPrivilege is PostgreSQL's "permission denied" (42501).

@@ -2,6 +2,7 @@ package slot
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/walrelay/walrelay/bytesize"
@@ -24,19 +25,20 @@ type rule func(*facts) []check.Result
 // Together they are the one list of what walrelay needs of PostgreSQL:
 // Check reports all of it, a preflight refuses on its first failure.
 var (
-	versionRules     = []rule{versionRule}
-	settingRules     = []rule{walLevelRule, slotsRule, sendersRule, keepSizeRule}
+	versionRules     = []rule{versionRule, primaryRule}
+	settingRules     = []rule{walLevelRule, slotsRule, sendersRule, keepSizeRule, idleTimeoutRule}
 	roleRules        = []rule{replicationRule, connectRule}
 	tableRules       = []rule{tableRule}
 	publicationRules = []rule{publicationRule, creatorRule, insertsRule, coversRule, scopeRule}
-	slotRules        = []rule{slotRule, pluginRule, databaseRule, walStatusRule, lagRule}
+	slotRules        = []rule{slotRule, pluginRule, databaseRule, walStatusRule, invalidatedRule, lagRule}
+	failoverRules    = []rule{failoverRule, syncStandbySlotsRule}
 )
 
 // serverRules are every group before the publication's.
 func serverRules() [][]rule { return [][]rule{versionRules, settingRules, roleRules, tableRules} }
 
 // allRules is the whole list, in order.
-func allRules() [][]rule { return append(serverRules(), publicationRules, slotRules) }
+func allRules() [][]rule { return append(serverRules(), publicationRules, slotRules, failoverRules) }
 
 // judge applies the groups of rules to f, in order.
 func judge(f *facts, groups ...[]rule) []check.Result {
@@ -354,4 +356,125 @@ func lagRule(f *facts) []check.Result {
 	}
 	return one(check.Pass(name, fmt.Sprintf("%s (%d bytes) of WAL not confirmed: confirmed_flush_lsn %s, server at %s",
 		bytesize.Format(int64(fig.LagBytes())), fig.LagBytes(), fig.ConfirmedFlush, fig.CurrentWAL)))
+}
+
+// primaryRule refuses a standby: walrelay writes on the server it streams
+// from (the dead-letter table, heartbeats, the leader's lock), and a
+// standby accepts no writes. A slot on a standby (PostgreSQL 16 and later
+// can decode there) would also be lost with the standby's promotion
+// unless it is a synced copy of the primary's.
+func primaryRule(f *facts) []check.Result {
+	const name = "server role"
+	switch {
+	case f.haErr != nil:
+		return one(unreadable(name, f.haErr))
+	case f.ha.inRecovery:
+		return one(check.Failure(name, "a standby (in recovery): walrelay streams from the primary, where it writes the dead-letter table, heartbeats and its leader lock",
+			"Point "+SettingConnString+" at the primary, or list every server with target_session_attrs=read-write so that walrelay follows the primary through a failover."))
+	}
+	standbys := ""
+	switch n := f.ha.standbys; {
+	case n == 1:
+		standbys = ", with 1 standby streaming"
+	case n > 1:
+		standbys = fmt.Sprintf(", with %d standbys streaming", n)
+	}
+	return one(check.Pass(name, "primary"+standbys))
+}
+
+// invalidatedRule fails a slot the server invalidated (PostgreSQL 16 and
+// later say so beside wal_status): it decodes no more.
+func invalidatedRule(f *facts) []check.Result {
+	const name = "slot invalidated"
+	if !f.slotExists() {
+		return nil
+	}
+	fig := f.figures
+	why := fig.InvalidationReason
+	if why == "" && fig.Conflicting {
+		why = "a conflict with recovery"
+	}
+	if why == "" {
+		return nil
+	}
+	return one(check.Failure(name, fmt.Sprintf("slot %q was invalidated (%s): it decodes no more, and the messages committed since its confirmed position %s are not published", f.cfg.Slot, why, fig.ConfirmedFlush),
+		"Do not run `walrelay init` on top of it: publish the gap from the outbox table first ("+lostSlotProcedure+"), then drop the slot and run `walrelay init`."))
+}
+
+// lostSlotProcedure is where an operator learns to close the gap a lost
+// slot leaves.
+const lostSlotProcedure = "docs/RUNBOOK.md, WalrelaySlotLost"
+
+// idleTimeoutRule reports idle_replication_slot_timeout (PostgreSQL 18):
+// a slot no one streams from for that long is invalidated, so a walrelay
+// stopped longer loses its slot.
+func idleTimeoutRule(f *facts) []check.Result {
+	const name = "idle_replication_slot_timeout"
+	t := f.ha.idleTimeout
+	switch {
+	case f.haErr != nil || t == nil:
+		return nil
+	case *t == "0":
+		return one(check.Pass(name, "0 (slots are never invalidated for being idle)"))
+	}
+	return one(check.Warning(name, fmt.Sprintf("%s: a walrelay stopped longer than this loses slot %q", *t, f.cfg.Slot),
+		"Set idle_replication_slot_timeout = 0, or longer than the longest outage of walrelay you would sit out, and alert on walrelay_leader."))
+}
+
+// failoverRule says whether the slot survives a failover: on PostgreSQL 17
+// and later a failover slot does, on standbys that synchronise it; before
+// 17 no logical slot does.
+func failoverRule(f *facts) []check.Result {
+	const name = "slot failover"
+	if !f.slotExists() || f.haErr != nil || f.ha.inRecovery || f.figures.Type != "logical" {
+		return nil
+	}
+	s := f.cfg.Slot
+	if f.server.versionNum < failoverVersion {
+		if f.ha.standbys == 0 {
+			return nil
+		}
+		return one(check.Warning(name, fmt.Sprintf("PostgreSQL %s has no failover slots: a standby promoted in a failover will not have slot %q", f.server.version, s),
+			"Upgrade to PostgreSQL 17 or newer for failover slots; until then a failover takes closing the gap from the outbox table ("+lostSlotProcedure+")."))
+	}
+	if f.figures.Failover {
+		return one(check.Pass(name, fmt.Sprintf("slot %q is a failover slot: standbys with sync_replication_slots = on keep it", s)))
+	}
+	return one(check.Warning(name, fmt.Sprintf("slot %q is not a failover slot: a standby promoted in a failover will not have it", s),
+		fmt.Sprintf("With walrelay stopped, on a replication connection (psql \"dbname=%s replication=database\"): ALTER_REPLICATION_SLOT %s (FAILOVER true); walrelay never recreates a slot.",
+			f.server.database, schema.QuoteIdentifier(s))))
+}
+
+// syncStandbySlotsRule reports synchronized_standby_slots (PostgreSQL 17
+// and later): without it a failover slot can confirm WAL a standby does
+// not have yet, so walrelay may publish a message that a promoted standby
+// never had (the reverse of loss). Each slot it names must exist, or
+// logical decoding waits for it.
+func syncStandbySlotsRule(f *facts) []check.Result {
+	const name = "synchronized_standby_slots"
+	v := f.ha.syncStandbySlots
+	if !f.slotExists() || f.haErr != nil || f.ha.inRecovery || v == nil || !f.figures.Failover ||
+		f.ha.standbys == 0 && len(f.ha.physicalSlots) == 0 {
+		return nil // nothing to fail over to
+	}
+	physical := strings.Join(f.ha.physicalSlots, ", ")
+	if strings.TrimSpace(*v) == "" {
+		fix := "Set synchronized_standby_slots to the physical slots of the standbys that may be promoted"
+		if physical != "" {
+			fix += " (this server has: " + physical + ")"
+		}
+		return one(check.Warning(name, "empty: walrelay can publish a message before a standby has its WAL, and a standby promoted then never had it",
+			fix+", and reload."))
+	}
+	var missing []string
+	for _, n := range strings.Split(*v, ",") {
+		if n = strings.TrimSpace(n); n != "" && !slices.Contains(f.ha.physicalSlots, n) {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return one(check.Warning(name, fmt.Sprintf("%s: no physical slot %s on this server; logical decoding waits for it", *v, strings.Join(missing, ", ")),
+			"Name only the physical slots of live standbys (this server has: "+physical+"), and reload."))
+	}
+	return one(check.Pass(name, *v+": walrelay receives only WAL these standbys have"))
 }

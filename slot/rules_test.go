@@ -117,3 +117,58 @@ func TestUnreadableFacts(t *testing.T) {
 		t.Errorf("facts error: got %v; want the read error, not a *ConfigError", err)
 	}
 }
+
+// goodFacts17 is a primary of PostgreSQL 17 with one standby, a failover
+// slot and synchronized_standby_slots naming the standby's slot.
+func goodFacts17() *facts {
+	f := goodFacts()
+	f.server.version, f.server.versionNum = "17.6", 170006
+	sync, idle := "sb1", "0"
+	f.ha = haFacts{standbys: 1, physicalSlots: []string{"sb1"}, syncStandbySlots: &sync, idleTimeout: &idle}
+	f.figures.Failover = true
+	return f
+}
+
+func TestFailoverRules(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		facts  func() *facts
+		rule   string
+		status check.Status
+		want   string
+	}{
+		{"17, failover slot, standby slots set", goodFacts17, "synchronized_standby_slots", check.OK, "sb1: walrelay receives only WAL these standbys have"},
+		{"17, failover slot", goodFacts17, "slot failover", check.OK, "is a failover slot"},
+		{"17, slot without failover", func() *facts { f := goodFacts17(); f.figures.Failover = false; return f }, "slot failover", check.Warn, `ALTER_REPLICATION_SLOT "relay" (FAILOVER true)`},
+		{"17, no synchronized_standby_slots", func() *facts { f := goodFacts17(); e := ""; f.ha.syncStandbySlots = &e; return f }, "synchronized_standby_slots", check.Warn, "(this server has: sb1)"},
+		{"17, a standby slot that does not exist", func() *facts { f := goodFacts17(); v := "sb1, gone"; f.ha.syncStandbySlots = &v; return f }, "synchronized_standby_slots", check.Warn, "no physical slot gone"},
+		{"15 with a standby", func() *facts { f := goodFacts(); f.ha.standbys = 1; return f }, "slot failover", check.Warn, "PostgreSQL 15.4 has no failover slots"},
+		{"18, idle timeout", func() *facts { f := goodFacts17(); v := "1d"; f.ha.idleTimeout = &v; return f }, "idle_replication_slot_timeout", check.Warn, `1d: a walrelay stopped longer than this loses slot "relay"`},
+		{"18, no idle timeout", goodFacts17, "idle_replication_slot_timeout", check.OK, "0 (slots are never invalidated"},
+		{"a standby", func() *facts { f := goodFacts17(); f.ha.inRecovery = true; return f }, "server role", check.Fail, "a standby (in recovery)"},
+		{"primary with a standby", goodFacts17, "server role", check.OK, "primary, with 1 standby streaming"},
+		{"invalidated", func() *facts { f := goodFacts17(); f.figures.InvalidationReason = "idle_timeout"; return f }, "slot invalidated", check.Fail, `slot "relay" was invalidated (idle_timeout)`},
+		{"conflicting (16)", func() *facts { f := goodFacts(); f.figures.Conflicting = true; return f }, "slot invalidated", check.Fail, "(a conflict with recovery)"},
+	} {
+		rs := judge(tc.facts(), allRules()...)
+		i := slices.IndexFunc(rs, func(r check.Result) bool { return r.Name == tc.rule })
+		if i < 0 {
+			t.Errorf("%s: no %q result in %v", tc.name, tc.rule, rs)
+			continue
+		}
+		if r := rs[i]; r.Status != tc.status || !strings.Contains(r.Found+" fix: "+r.Fix, tc.want) {
+			t.Errorf("%s: got %s %q (fix %q); want %s with %q", tc.name, r.Status, r.Found, r.Fix, tc.status, tc.want)
+		}
+	}
+	// Nothing to say of failover on 15 without standbys, nor of 18's
+	// timeout below 18.
+	rs := judge(goodFacts(), allRules()...)
+	for _, n := range []string{"slot failover", "synchronized_standby_slots", "idle_replication_slot_timeout", "slot invalidated"} {
+		if slices.ContainsFunc(rs, func(r check.Result) bool { return r.Name == n }) {
+			t.Errorf("15 without standbys: got a %q result; want none", n)
+		}
+	}
+	if err := firstFailure(judge(goodFacts17(), allRules()...)); err != nil {
+		t.Errorf("a good 17 primary: got %v; want no failure", err)
+	}
+}
