@@ -2,6 +2,7 @@ package slot
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -16,6 +17,10 @@ type Status struct {
 	// current WAL position; Exists is false for a missing slot.
 	Figures
 	Publication PublicationStatus
+	// IdleTimeout is the server's idle_replication_slot_timeout
+	// (PostgreSQL 18 and later; nil before): a slot no one streams from for
+	// that long is invalidated.
+	IdleTimeout *string
 }
 
 // PublicationStatus is what pg_publication and pg_publication_tables say of
@@ -58,8 +63,8 @@ func Connect(ctx context.Context, cfg Config) (*pgx.Conn, error) {
 }
 
 // ReadStatus reads the status of slot name and of publication pub on conn:
-// two reads, the slot's figures and the publication, each consistent in
-// itself.
+// the slot's figures, the publication and the idle timeout, each read
+// consistent in itself.
 func ReadStatus(ctx context.Context, conn *pgx.Conn, name, pub string) (Status, error) {
 	f, err := ReadFigures(ctx, conn, name)
 	if err != nil {
@@ -69,5 +74,10 @@ func ReadStatus(ctx context.Context, conn *pgx.Conn, name, pub string) (Status, 
 	if err != nil {
 		return Status{}, err
 	}
-	return Status{Figures: f, Publication: p}, nil
+	st := Status{Figures: f, Publication: p}
+	err = conn.QueryRow(ctx, "SELECT current_setting('idle_replication_slot_timeout', true)").Scan(&st.IdleTimeout)
+	if err != nil {
+		return Status{}, fmt.Errorf("read idle_replication_slot_timeout: %w", err)
+	}
+	return st, nil
 }

@@ -89,11 +89,14 @@ func oneLine(err error) error {
 	return fmt.Errorf("%s", b.String())
 }
 
-// slotState is missing, active (a process streams from it) or inactive.
+// slotState is missing, invalidated (it decodes no more), active (a
+// process streams from it) or inactive.
 func (r reading) slotState() string {
 	switch {
 	case !r.st.Exists:
 		return "missing"
+	case r.st.InvalidationReason != "" || r.st.Conflicting || r.st.WALStatus == "lost":
+		return "invalidated"
 	case r.st.Active:
 		return "active"
 	}
@@ -146,6 +149,13 @@ type slotJSON struct {
 	RetainedWALBytes  *uint64 `json:"retained_wal_bytes"`
 	WALStatus         *string `json:"wal_status"`
 	SafeWALSizeBytes  *int64  `json:"safe_wal_size_bytes"`
+	// From PostgreSQL 17 on; false and null before.
+	Failover           bool    `json:"failover"`
+	Synced             bool    `json:"synced"`
+	InvalidationReason *string `json:"invalidation_reason"`
+	InactiveSince      *string `json:"inactive_since"`
+	// The server's idle_replication_slot_timeout (18 and later).
+	IdleTimeout *string `json:"idle_replication_slot_timeout"`
 }
 
 type publicationJSON struct {
@@ -199,6 +209,13 @@ func (r reading) slotJSON() slotJSON {
 		s.WALStatus = &r.st.WALStatus
 	}
 	s.SafeWALSizeBytes = r.st.SafeWALSize
+	s.Failover, s.Synced, s.IdleTimeout = r.st.Failover, r.st.Synced, r.st.IdleTimeout
+	if r.st.InvalidationReason != "" {
+		s.InvalidationReason = &r.st.InvalidationReason
+	}
+	if !r.st.InactiveSince.IsZero() {
+		s.InactiveSince = ptr(r.st.InactiveSince.Format(readAtLayout))
+	}
 	return s
 }
 
@@ -264,7 +281,29 @@ func (r reading) slotRows() [][2]string {
 		[2]string{"retained WAL", orDash(s.RetainedWALBytes, bytesText)},
 		[2]string{"wal_status", orDash(s.WALStatus, func(v string) string { return v })},
 		[2]string{"safe_wal_size", r.safeWALSizeText()},
+		[2]string{"failover", r.failoverText()},
+		[2]string{"invalidation", orDash(s.InvalidationReason, func(v string) string { return v })},
+		[2]string{"idle timeout", orDash(s.IdleTimeout, idleTimeoutText)},
 	)
+}
+
+// failoverText says whether the slot survives a failover: a failover slot
+// (and, on a standby, a synced copy) or not.
+func (r reading) failoverText() string {
+	switch {
+	case r.st.Synced:
+		return "yes (a synced copy of the primary's failover slot)"
+	case r.st.Failover:
+		return "yes (failover slot)"
+	}
+	return "no"
+}
+
+func idleTimeoutText(v string) string {
+	if v == "0" {
+		return "0 (off)"
+	}
+	return v + " (an idle slot is invalidated after this)"
 }
 
 func (r reading) safeWALSizeText() string {

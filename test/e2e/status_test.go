@@ -34,6 +34,10 @@ type statusOut struct {
 		RetainedWALBytes  *uint64 `json:"retained_wal_bytes"`
 		WALStatus         *string `json:"wal_status"`
 		SafeWALSizeBytes  *int64  `json:"safe_wal_size_bytes"`
+		Failover           bool    `json:"failover"`
+		InvalidationReason *string `json:"invalidation_reason"`
+		InactiveSince      *string `json:"inactive_since"`
+		IdleTimeout        *string `json:"idle_replication_slot_timeout"`
 	} `json:"slot"`
 	Publication struct {
 		Name        string   `json:"name"`
@@ -113,6 +117,16 @@ func TestStatusReportsTheRunningRelay(t *testing.T) {
 	if unlimited := keepSizeUnlimited(t, f); unlimited != (st.Slot.SafeWALSizeBytes == nil) {
 		t.Errorf("safe_wal_size_bytes: got %v with max_slot_wal_keep_size unlimited=%v; want null exactly when unlimited", st.Slot.SafeWALSizeBytes, unlimited)
 	}
+	// By version: walrelay init makes a failover slot from 17 on; 18 has
+	// an idle timeout (off on the rig); an active slot was never released.
+	version := serverVersion(t, f)
+	if st.Slot.Failover != (version >= 170000) || st.Slot.InvalidationReason != nil || st.Slot.InactiveSince != nil {
+		t.Errorf("failover %v, invalidation_reason %v, inactive_since %v: want failover from 17 (server %d), no invalidation, never released",
+			st.Slot.Failover, st.Slot.InvalidationReason, st.Slot.InactiveSince, version)
+	}
+	if (st.Slot.IdleTimeout != nil) != (version >= 180000) || st.Slot.IdleTimeout != nil && *st.Slot.IdleTimeout != "0" {
+		t.Errorf("idle_replication_slot_timeout: got %v; want \"0\" from 18 (server %d), null before", st.Slot.IdleTimeout, version)
+	}
 	checkPublication(t, f, st)
 	holder := lockHolder(t, f)
 	if st.Leader == nil || holder == 0 || st.Leader.PID != holder || st.Leader.ApplicationName != applicationName(t, f, holder) {
@@ -126,7 +140,13 @@ func TestStatusReportsTheRunningRelay(t *testing.T) {
 	want := map[string]string{
 		"slot": f.Slot, "slot state": "active", "active pid": strconv.Itoa(int(before.pid)),
 		"wal_status": after.walStatus, "publication": f.Publication, "publication state": "present",
-		"tables": "public." + f.Table, "publishes": "insert (inserts only)",
+		"tables": "public." + f.Table, "publishes": "insert (inserts only)", "failover": "no", "invalidation": "-", "idle timeout": "-",
+	}
+	if version >= 170000 {
+		want["failover"] = "yes (failover slot)"
+	}
+	if version >= 180000 {
+		want["idle timeout"] = "0 (off)"
 	}
 	checkRows(t, table, want)
 	if got, want := table["leader"], "pid "+strconv.Itoa(int(holder))+", application "+applicationName(t, f, holder)+", client "; !strings.HasPrefix(got, want) {
@@ -150,6 +170,9 @@ func TestStatusReportsTheRunningRelay(t *testing.T) {
 	}
 	waitReleased(t, f)
 	st = statusJSON(t, f)
+	if (st.Slot.InactiveSince != nil) != (version >= 170000) {
+		t.Errorf("after stop: inactive_since %v; want a time from 17 (server %d), null before", st.Slot.InactiveSince, version)
+	}
 	if st.Slot.State != "inactive" || st.Slot.Active || st.Slot.ActivePID != nil || st.Leader != nil {
 		t.Errorf("after stop: got state %q active %v active_pid %v leader %+v; want inactive, false, null, null",
 			st.Slot.State, st.Slot.Active, st.Slot.ActivePID, st.Leader)
