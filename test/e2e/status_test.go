@@ -24,16 +24,16 @@ type statusOut struct {
 	ReadAt        string `json:"read_at"`
 	CurrentWALLSN string `json:"current_wal_lsn"`
 	Slot          struct {
-		Name              string  `json:"name"`
-		State             string  `json:"state"`
-		Active            bool    `json:"active"`
-		ActivePID         *int32  `json:"active_pid"`
-		ConfirmedFlushLSN *string `json:"confirmed_flush_lsn"`
-		RestartLSN        *string `json:"restart_lsn"`
-		LagBytes          *uint64 `json:"lag_bytes"`
-		RetainedWALBytes  *uint64 `json:"retained_wal_bytes"`
-		WALStatus         *string `json:"wal_status"`
-		SafeWALSizeBytes  *int64  `json:"safe_wal_size_bytes"`
+		Name               string  `json:"name"`
+		State              string  `json:"state"`
+		Active             bool    `json:"active"`
+		ActivePID          *int32  `json:"active_pid"`
+		ConfirmedFlushLSN  *string `json:"confirmed_flush_lsn"`
+		RestartLSN         *string `json:"restart_lsn"`
+		LagBytes           *uint64 `json:"lag_bytes"`
+		RetainedWALBytes   *uint64 `json:"retained_wal_bytes"`
+		WALStatus          *string `json:"wal_status"`
+		SafeWALSizeBytes   *int64  `json:"safe_wal_size_bytes"`
 		Failover           bool    `json:"failover"`
 		InvalidationReason *string `json:"invalidation_reason"`
 		InactiveSince      *string `json:"inactive_since"`
