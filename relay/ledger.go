@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/walrelay/walrelay/checkpoint"
+	"github.com/walrelay/walrelay/slot"
 )
 
 // commits keeps the commit time of each received transaction the tracker
@@ -52,6 +53,9 @@ func (c *commits) follow(tr *checkpoint.Tracker) {
 type replay struct {
 	safe  pglogrepl.LSN              // every transaction ending at or below it was done
 	ahead map[pglogrepl.LSN]struct{} // ends of done transactions above safe
+	// server is the server the session streamed from; zero before the
+	// first session that reached replication.
+	server slot.Server
 }
 
 // known reports whether the transaction ending at end was already

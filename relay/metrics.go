@@ -14,6 +14,8 @@ type metrics struct {
 	replayed      prometheus.Counter
 	sessionErrors *prometheus.CounterVec // by class: transient, permanent
 	heartbeats    prometheus.Counter
+	timeline      prometheus.Gauge
+	failovers     prometheus.Counter
 }
 
 // latencyBuckets span 1ms to 5min: a healthy relay acknowledges within
@@ -45,11 +47,19 @@ func (r *Relay) register(reg prometheus.Registerer) error {
 			Name: "walrelay_heartbeats_received_total",
 			Help: "walrelay heartbeats seen in the replication stream (never published; each confirms its position once nothing is in flight).",
 		}),
+		timeline: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "walrelay_postgres_timeline",
+			Help: "The timeline of the PostgreSQL server the last replication session streamed from; it grows by one with each promotion of a standby.",
+		}),
+		failovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walrelay_postgres_failovers_total",
+			Help: "Replication sessions that found the same database system on a new timeline: a standby was promoted, and walrelay followed it.",
+		}),
 	}
 	for _, e := range []ending{endedTransient, endedPermanent, endedHalted} {
 		r.m.sessionErrors.WithLabelValues(e.label())
 	}
-	return promreg.Register(reg, "relay metrics", r.m.commitToAck, r.m.replayed, r.m.sessionErrors, r.m.heartbeats,
+	return promreg.Register(reg, "relay metrics", r.m.commitToAck, r.m.replayed, r.m.sessionErrors, r.m.heartbeats, r.m.timeline, r.m.failovers,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "walrelay_oldest_unpublished_message_age_seconds",
 			Help: "Seconds since the commit of the oldest transaction received and not yet acknowledged by Kafka; 0 when nothing is pending.",

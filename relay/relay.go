@@ -180,6 +180,9 @@ func (r *Relay) runSession(ctx context.Context) error {
 		r.streamed.Store(true)
 		r.prev = s.leftAcknowledged()
 	}
+	if slot.IsSlotMissing(err) && r.prev.server.SystemID != "" {
+		return &slotGoneError{err: err, last: r.prev}
+	}
 	return err
 }
 

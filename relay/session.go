@@ -30,6 +30,7 @@ type session struct {
 	tr      *checkpoint.Tracker // nil until the stream's Start event
 	commits commits
 
+	server  slot.Server      // the server streamed from; set at the Start event, under mu
 	cur     checkpoint.TxnID // the open transaction; pump goroutine only
 	curMsgs int              // messages of the open transaction; pump goroutine only
 	failed  chan error
@@ -84,7 +85,7 @@ func (s *session) idle() bool {
 func (s *session) leftAcknowledged() replay {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := replay{safe: s.tr.Safe(), ahead: map[pglogrepl.LSN]struct{}{}}
+	r := replay{safe: s.tr.Safe(), ahead: map[pglogrepl.LSN]struct{}{}, server: s.server}
 	for _, end := range s.tr.DoneAhead(nil) {
 		r.ahead[end] = struct{}{}
 	}
@@ -206,6 +207,9 @@ func (s *session) pump(ctx context.Context, events <-chan slot.Event, dec *decod
 func (s *session) apply(ctx context.Context, ev slot.Event, dec *decoder.Decoder, pub Publisher) error {
 	switch ev.Kind {
 	case slot.KindStart:
+		if err := s.follow(ev); err != nil {
+			return err
+		}
 		s.mu.Lock()
 		s.tr = checkpoint.New(ev.Pos)
 		s.mu.Unlock()

@@ -27,6 +27,26 @@ type Event struct {
 	Kind Kind
 	Pos  pglogrepl.LSN
 	Data []byte
+	// Server is the server the stream replicates from; KindStart only.
+	Server *Server
+}
+
+// Server is what IDENTIFY_SYSTEM says of the server a stream replicates
+// from. A failover shows as the same SystemID on a new Timeline; another
+// SystemID is another database cluster altogether.
+type Server struct {
+	SystemID string
+	Timeline int32
+	// Addr is the address the replication connection reached (host:port):
+	// with several hosts in the connection string, the one that is primary.
+	Addr string
+}
+
+// IsSlotMissing reports whether err is, or wraps, the preflight's verdict
+// that the slot does not exist.
+func IsSlotMissing(err error) bool {
+	var e *ConfigError
+	return errors.As(err, &e) && e.Result.Name == slotRuleName
 }
 
 // Position returns the LSN that is safe to confirm right now. Stream calls

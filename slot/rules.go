@@ -270,15 +270,20 @@ func scopeRule(f *facts) []check.Result {
 
 // slotRule reports whether the slot exists; the other slot rules say
 // nothing when it cannot be read or is missing.
+// slotRuleName names the rule that fails exactly when the slot is missing.
+const slotRuleName = "slot"
+
 func slotRule(f *facts) []check.Result {
-	const name = "slot"
+	const name = slotRuleName
 	s, fig := f.cfg.Slot, f.figures
 	switch {
 	case f.figuresErr != nil:
 		return one(unreadable(name, f.figuresErr))
 	case !fig.Exists:
 		return one(check.Failure(name, fmt.Sprintf("slot %q does not exist", s),
-			"Run `walrelay init`, which creates it after the publication."))
+			"Run `walrelay init`, which creates it after the publication. If walrelay streamed from this database before "+
+				"(the slot was dropped or lost, or a standby without it was promoted), a new slot starts at the current position "+
+				"and skips what was committed since: publish that gap from the outbox table first ("+lostSlotProcedure+")."))
 	case fig.Active:
 		return one(check.Pass(name, fmt.Sprintf("slot %q exists, in use by pid %d", s, fig.ActivePID)))
 	}

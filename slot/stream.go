@@ -25,7 +25,8 @@ type Stream struct {
 	log     *zap.Logger
 	metrics *Metrics
 
-	conn *pgconn.PgConn
+	conn   *pgconn.PgConn
+	server Server // what IDENTIFY_SYSTEM said on conn
 	// sent is the highest position sent in a status update; positions sent
 	// never move backwards, whatever Position returns.
 	sent pglogrepl.LSN
@@ -75,9 +76,10 @@ func (s *Stream) Run(ctx context.Context, out chan<- Event, pos Position, draine
 	defer s.conn.Close(context.Background())
 	s.sent = info.ConfirmedFlush
 	s.metrics.confirmed.Set(float64(s.sent))
-	s.log.Info("replication started", zap.String("slot", s.cfg.Slot), zap.Stringer("confirmed_flush_lsn", info.ConfirmedFlush))
+	s.log.Info("replication started", zap.String("slot", s.cfg.Slot), zap.Stringer("confirmed_flush_lsn", info.ConfirmedFlush),
+		zap.String("server", s.server.Addr), zap.Int32("timeline", s.server.Timeline))
 
-	if err := s.deliver(ctx, out, pos, Event{Kind: KindStart, Pos: info.ConfirmedFlush}); err == nil {
+	if err := s.deliver(ctx, out, pos, Event{Kind: KindStart, Pos: info.ConfirmedFlush, Server: &s.server}); err == nil {
 		err = s.receive(ctx, out, pos)
 		if err != nil && ctx.Err() == nil {
 			return err
@@ -153,10 +155,12 @@ func (s *Stream) startReplication(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open replication connection to %s:%d: %w", pc.Host, pc.Port, err)
 	}
-	if _, err := pglogrepl.IdentifySystem(ctx, conn); err != nil {
+	ident, err := pglogrepl.IdentifySystem(ctx, conn)
+	if err != nil {
 		conn.Close(context.Background())
 		return fmt.Errorf("identify system: %w", err)
 	}
+	s.server = Server{SystemID: ident.SystemID, Timeline: ident.Timeline, Addr: conn.Conn().RemoteAddr().String()}
 	// Names were validated: they are plain identifiers, quoted here so that
 	// the replication grammar takes them verbatim.
 	err = pglogrepl.StartReplication(ctx, conn, `"`+s.cfg.Slot+`"`, 0, pglogrepl.StartReplicationOptions{
