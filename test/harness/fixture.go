@@ -54,6 +54,14 @@ func New(t *testing.T, aggregateTypes ...string) *Fixture {
 func NewOn(t *testing.T, brokers string, aggregateTypes ...string) *Fixture {
 	t.Helper()
 	pgURL, _ := Services(t)
+	return NewWith(t, pgURL, brokers, aggregateTypes...)
+}
+
+// NewWith is New on another PostgreSQL than the rig's (a test's own
+// primary and standby, say): pgURL, a URL or a keyword/value string, is
+// its superuser's.
+func NewWith(t *testing.T, pgURL, brokers string, aggregateTypes ...string) *Fixture {
+	t.Helper()
 	pg := pgtest.Connect(t, pgURL, "")
 	id := pg.Name
 	f := &Fixture{

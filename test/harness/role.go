@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -40,9 +41,13 @@ func (f *Fixture) ensureRelayRole(ctx context.Context, adminURL string) string {
 	return RoleURL(f.t, adminURL, RelayRole, RelayPassword)
 }
 
-// RoleURL is the PostgreSQL URL u with another role and password.
+// RoleURL is the PostgreSQL URL u with another role and password. A
+// keyword/value string gets them appended (the last of a keyword wins).
 func RoleURL(t *testing.T, u, role, password string) string {
 	t.Helper()
+	if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+		return u + " user=" + role + " password=" + password
+	}
 	p, err := url.Parse(u)
 	if err != nil {
 		t.Fatalf("parse postgres url: %v", err)

@@ -117,6 +117,31 @@ func (s *Server) Exec(t *testing.T, sql string, args ...any) {
 	}
 }
 
+// Row is one row of a query, read when it is scanned.
+type Row struct {
+	s    *Server
+	sql  string
+	args []any
+}
+
+// QueryRow runs sql on the server's database walrelay when the row is
+// scanned, on a connection of its own.
+func (s *Server) QueryRow(sql string, args ...any) Row {
+	return Row{s: s, sql: sql, args: args}
+}
+
+// Scan reads the row into dest; pgx.ErrNoRows when there is none.
+func (r Row) Scan(dest ...any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, r.s.URL("walrelay"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	return conn.QueryRow(ctx, r.sql, r.args...).Scan(dest...)
+}
+
 // Standby makes a physical standby of s: s stops (fast) while its data
 // folder is copied, and starts again; the copy follows s through the
 // physical slot slotName with hot_standby_feedback, and, on PostgreSQL 17
@@ -128,6 +153,13 @@ func (s *Server) Standby(t *testing.T, slotName string, extra Settings) *Server 
 	sb := newServer(t)
 	copyDir(t, s.Data, sb.Data)
 	os.Remove(filepath.Join(sb.Data, "postmaster.pid"))
+	// The primary's slots are its own: a copy on the standby would hold
+	// WAL back there and, for a logical slot, block the synced copy of the
+	// same name.
+	slots, _ := filepath.Glob(filepath.Join(sb.Data, "pg_replslot", "*"))
+	for _, dir := range slots {
+		os.RemoveAll(dir)
+	}
 	s.start()
 	settings := Settings{
 		fmt.Sprintf("primary_conninfo = 'host=127.0.0.1 port=%d user=walrelay dbname=walrelay application_name=%s'", s.Port, slotName),
