@@ -148,6 +148,7 @@ func failoverWithoutFailoverSlotsStops(t *testing.T, mode string) {
 	ctx, stopLoad := context.WithCancel(context.Background())
 	wait := p.load(ctx, t)
 	time.Sleep(2 * time.Second)
+	began := time.Now()
 	if mode == "kill" {
 		p.primary.Kill(t)
 	} else {
@@ -158,6 +159,7 @@ func failoverWithoutFailoverSlotsStops(t *testing.T, mode string) {
 	stopLoad()
 	wait()
 	out := r.Stderr.String()
+	t.Logf("walrelay stopped %s after the %s with: %s", time.Since(began).Round(time.Millisecond), mode, lastLine(out))
 	if code != 1 {
 		t.Errorf("walrelay run exit code after a failover without failover slots: got %d; want 1\n%s", code, out)
 	}
