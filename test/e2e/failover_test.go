@@ -101,6 +101,7 @@ func failoverLosesNothing(t *testing.T, mode string) {
 	synced := time.Now()
 	p.syncedSlot(t)
 	t.Logf("the standby had a synced copy of the slot after %s", time.Since(synced).Round(time.Millisecond))
+	p.checkReadiness(t, "ok")
 	time.Sleep(2 * time.Second) // load streams through walrelay
 
 	before := p.primary.Timeline(t)
@@ -147,6 +148,7 @@ func failoverWithoutFailoverSlotsStops(t *testing.T, mode string) {
 	r.WaitStarted()
 	ctx, stopLoad := context.WithCancel(context.Background())
 	wait := p.load(ctx, t)
+	p.checkReadiness(t, "warn")
 	time.Sleep(2 * time.Second)
 	began := time.Now()
 	if mode == "kill" {
@@ -177,5 +179,25 @@ func failoverWithoutFailoverSlotsStops(t *testing.T, mode string) {
 	harness.Must(t, p.standby.QueryRow("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", p.f.Slot).Scan(&n), "slots")
 	if n != 0 {
 		t.Errorf("slots named %s on the promoted standby: got %d; want 0", p.f.Slot, n)
+	}
+}
+
+// checkReadiness runs `walrelay check` on the pair: from 17 on, with the
+// standby synchronising the slot, every failover line is ok; before 17
+// the slot's failover line and the standby's warn that a failover loses
+// the slot.
+func (p *pair) checkReadiness(t *testing.T, want string) {
+	t.Helper()
+	_, report := runCheck(t, p.f)
+	standby := "standby " + p.standby.Host()
+	lines := []string{"server role", "slot failover", standby}
+	if want == "ok" {
+		lines = append(lines, "synchronized_standby_slots")
+	}
+	for _, name := range lines {
+		got := report.status(name)
+		if name == "server role" && got != "ok" || name != "server role" && got != want {
+			t.Errorf("check %q: got %s; want %s", name, got, map[bool]string{true: "ok", false: want}[name == "server role"])
+		}
 	}
 }
