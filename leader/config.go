@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/slot"
 )
 
 // ApplicationName is the application_name of every lock session, so an
@@ -85,7 +85,7 @@ func (c *Config) checkTimeout() time.Duration {
 func (c *Config) pgConfig() (*pgx.ConnConfig, error) {
 	pc, err := pgx.ParseConfig(c.ConnString)
 	if err != nil {
-		return nil, fmt.Errorf("parse postgres url: %s", redactParseError(err))
+		return nil, slot.ParseError(err)
 	}
 	if pc.ConnectTimeout == 0 {
 		pc.ConnectTimeout = connectTimeout
@@ -121,17 +121,6 @@ func sessionParams(lease, retry time.Duration) map[string]string {
 		"tcp_user_timeout":        strconv.FormatInt(userTimeout.Milliseconds(), 10),
 		"idle_session_timeout":    strconv.FormatInt(idleSession.Milliseconds(), 10),
 	}
-}
-
-// redactParseError keeps the reason of a connection string parse error.
-// pgconn's ParseConfigError redacts the password; an error of another type
-// might quote the string, so it is not repeated.
-func redactParseError(err error) string {
-	var pe *pgconn.ParseConfigError
-	if errors.As(err, &pe) {
-		return pe.Error()
-	}
-	return "invalid connection string"
 }
 
 // Defaults is the Config with every optional field at its default.

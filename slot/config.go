@@ -103,7 +103,7 @@ func (c *Config) pgConfig(replication bool) (*pgconn.Config, error) {
 	pc, err := pgconn.ParseConfig(c.ConnString)
 	if err != nil {
 		// pgconn's parse errors can quote the URL, password included.
-		return nil, fmt.Errorf("parse postgres url: %s", redactParseError(err))
+		return nil, ParseError(err)
 	}
 	if pc.ConnectTimeout == 0 {
 		pc.ConnectTimeout = c.ConnectTimeout
@@ -123,15 +123,16 @@ func (c *Config) pgConfig(replication bool) (*pgconn.Config, error) {
 	return pc, nil
 }
 
-// redactParseError keeps the reason of a connection string parse error.
-// pgconn's ParseConfigError redacts the password (best effort); an error
-// of another type might quote the string, so it is not repeated.
-func redactParseError(err error) string {
+// ParseError is a connection string's parse error as walrelay reports it:
+// the reason, never the string. pgconn's ParseConfigError redacts the
+// password (best effort); an error of another type might quote the string,
+// so it is not repeated.
+func ParseError(err error) error {
 	var pe *pgconn.ParseConfigError
 	if errors.As(err, &pe) {
-		return pe.Error()
+		return fmt.Errorf("parse postgres url: %s", pe.Error())
 	}
-	return "invalid connection string"
+	return errors.New("parse postgres url: invalid connection string")
 }
 
 // Defaults is the Config with every optional field at its default: what

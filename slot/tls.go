@@ -106,7 +106,7 @@ func WarnUnverifiedTLS(log *zap.Logger, connString string) error {
 func TLSVerification(connString string) (TLSState, error) {
 	pc, err := pgconn.ParseConfig(connString)
 	if err != nil {
-		return TLSPlain, fmt.Errorf("parse postgres url: %s", redactParseError(err))
+		return TLSPlain, ParseError(err)
 	}
 	return configTLS(pc), nil
 }
