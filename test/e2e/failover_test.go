@@ -4,72 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/pgserver"
-	"github.com/walrelay/walrelay/test/poll"
 )
-
-// pair is a primary and its physical standby, started by the test, with a
-// fixture whose connection strings list both servers, primary first, and
-// ask for the one that takes writes (target_session_attrs=read-write), as
-// users point walrelay at an HA pair.
-type pair struct {
-	primary, standby *pgserver.Server
-	f                *harness.Fixture
-}
-
-// newPair starts the pair. On PostgreSQL 17 and later the standby
-// synchronises failover slots and the primary holds logical decoding back
-// until the standby has the WAL (synchronized_standby_slots).
-func newPair(t *testing.T) *pair {
-	t.Helper()
-	_, brokers := harness.Services(t)
-	primary := pgserver.Start(t, pgserver.Settings{"wal_sender_timeout = 10s"})
-	standby := primary.Standby(t, "standby1", nil)
-	if pgserver.Major() >= 17 {
-		primary.Exec(t, "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'")
-		primary.Exec(t, "SELECT pg_reload_conf()")
-	}
-	hosts := fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%d,%d dbname=walrelay sslmode=disable target_session_attrs=read-write connect_timeout=5",
-		primary.Port, standby.Port)
-	return &pair{primary: primary, standby: standby, f: harness.NewWith(t, hosts+" user=walrelay", brokers, "order")}
-}
-
-// load writes rounds of 1-100-row transactions until ctx ends, two
-// writers each pausing 20 ms between its transactions, whichever server is
-// primary; a round cut by the failover is cut, not retried.
-func (p *pair) load(ctx context.Context, t *testing.T) (wait func() (rounds, failed int)) {
-	var wg sync.WaitGroup
-	var rounds, failed int
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			rounds++
-			l := harness.Load{Writers: 2, Rows: 200, MaxTxRows: 100, AggregatesPerWriter: 5, Types: []string{"order"}, Pause: 20 * time.Millisecond}
-			if _, err := p.f.Write(ctx, l); err != nil {
-				failed++
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	}()
-	return func() (int, int) { wg.Wait(); return rounds, failed }
-}
-
-// syncedSlot waits until the standby holds a persistent, synced copy of the
-// fixture's slot: only such a copy survives a promotion.
-func (p *pair) syncedSlot(t *testing.T) {
-	t.Helper()
-	poll.Eventually(t, 90*time.Second, "a persistent synced copy of the slot on the standby", func() (string, bool) {
-		var synced, temporary bool
-		err := p.standby.QueryRow("SELECT synced, temporary FROM pg_replication_slots WHERE slot_name = $1", p.f.Slot).Scan(&synced, &temporary)
-		return fmt.Sprintf("synced %v, temporary %v (%v)", synced, temporary, err), err == nil && synced && !temporary
-	})
-}
 
 // On PostgreSQL 17 and later, with a failover slot synchronised to the
 // standby and synchronized_standby_slots set, a failover loses nothing and
@@ -92,37 +32,28 @@ func TestFailover(t *testing.T) {
 }
 
 func failoverLosesNothing(t *testing.T, mode string) {
-	p := newPair(t)
-	p.f.WalrelayOK("init")
-	r := p.f.Run()
+	p := harness.NewPair(t, true)
+	p.F.WalrelayOK("init")
+	r := p.F.Run()
 	r.WaitStarted()
 	ctx, stopLoad := context.WithCancel(context.Background())
-	wait := p.load(ctx, t)
-	synced := time.Now()
-	p.syncedSlot(t)
-	t.Logf("the standby had a synced copy of the slot after %s", time.Since(synced).Round(time.Millisecond))
-	p.checkReadiness(t, "ok")
+	wait := p.Load(ctx)
+	t.Logf("the standby had a synced copy of the slot after %s", p.SyncedSlot(t).Round(time.Millisecond))
+	checkReadiness(t, p, "ok")
 	time.Sleep(2 * time.Second) // load streams through walrelay
 
-	before := p.primary.Timeline(t)
-	began := time.Now()
-	if mode == "kill" {
-		p.primary.Kill(t)
-	} else {
-		p.primary.Stop(t)
-	}
-	p.standby.Promote(t)
-	promoted := time.Since(began)
+	before := p.Primary.Timeline(t)
+	began, promoted := p.Failover(t, mode)
 	r.WaitLine(`"PostgreSQL failed over`, 2*time.Minute)
 	resumed := time.Since(began)
 	time.Sleep(2 * time.Second) // load streams through the new primary
 	stopLoad()
 	rounds, failed := wait()
 
-	if after := p.standby.Timeline(t); after != before+1 {
+	if after := p.Standby.Timeline(t); after != before+1 {
 		t.Errorf("timeline of the new primary: got %d; want %d", after, before+1)
 	}
-	p.f.WaitConfirmed(r, p.f.CurrentLSN(), 2*time.Minute)
+	p.F.WaitConfirmed(r, p.F.CurrentLSN(), 2*time.Minute)
 	if code := r.Stop(); code != 0 {
 		t.Errorf("walrelay run exit code after SIGTERM: got %d; want 0", code)
 	}
@@ -132,8 +63,8 @@ func failoverLosesNothing(t *testing.T, mode string) {
 			t.Errorf("failover log line %s: want %s in it", line, want)
 		}
 	}
-	rows := p.f.OutboxRows()
-	rep := p.f.Verify(rows)
+	rows := p.F.OutboxRows()
+	rep := p.F.Verify(rows)
 	t.Logf("failover (%s): %d rows on the new primary from %d load rounds (%d cut by the failover); standby promoted %s after the %s, walrelay streaming from it %s after; %s",
 		mode, len(rows), rounds, failed, promoted.Round(time.Millisecond), mode, resumed.Round(time.Millisecond), rep)
 	// No loss and nothing the new primary lacks; duplicates are what was in
@@ -142,21 +73,15 @@ func failoverLosesNothing(t *testing.T, mode string) {
 }
 
 func failoverWithoutFailoverSlotsStops(t *testing.T, mode string) {
-	p := newPair(t)
-	p.f.WalrelayOK("init")
-	r := p.f.Run()
+	p := harness.NewPair(t, true)
+	p.F.WalrelayOK("init")
+	r := p.F.Run()
 	r.WaitStarted()
 	ctx, stopLoad := context.WithCancel(context.Background())
-	wait := p.load(ctx, t)
-	p.checkReadiness(t, "warn")
+	wait := p.Load(ctx)
+	checkReadiness(t, p, "warn")
 	time.Sleep(2 * time.Second)
-	began := time.Now()
-	if mode == "kill" {
-		p.primary.Kill(t)
-	} else {
-		p.primary.Stop(t)
-	}
-	p.standby.Promote(t)
+	began, _ := p.Failover(t, mode)
 	code := r.Wait(2 * time.Minute)
 	stopLoad()
 	wait()
@@ -176,9 +101,9 @@ func failoverWithoutFailoverSlotsStops(t *testing.T, mode string) {
 	}
 	// Nothing was created behind the operator's back.
 	var n int
-	harness.Must(t, p.standby.QueryRow("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", p.f.Slot).Scan(&n), "slots")
+	harness.Must(t, p.Standby.QueryRow("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", p.F.Slot).Scan(&n), "slots")
 	if n != 0 {
-		t.Errorf("slots named %s on the promoted standby: got %d; want 0", p.f.Slot, n)
+		t.Errorf("slots named %s on the promoted standby: got %d; want 0", p.F.Slot, n)
 	}
 }
 
@@ -186,10 +111,10 @@ func failoverWithoutFailoverSlotsStops(t *testing.T, mode string) {
 // standby synchronising the slot, every failover line is ok; before 17
 // the slot's failover line and the standby's warn that a failover loses
 // the slot.
-func (p *pair) checkReadiness(t *testing.T, want string) {
+func checkReadiness(t *testing.T, p *harness.Pair, want string) {
 	t.Helper()
-	_, report := runCheck(t, p.f)
-	standby := "standby " + p.standby.Host()
+	_, report := runCheck(t, p.F)
+	standby := "standby " + p.Standby.Host()
 	lines := []string{"server role", "slot failover", standby}
 	if want == "ok" {
 		lines = append(lines, "synchronized_standby_slots")
