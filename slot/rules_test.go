@@ -172,3 +172,23 @@ func TestFailoverRules(t *testing.T) {
 		t.Errorf("a good 17 primary: got %v; want no failure", err)
 	}
 }
+
+// Below 14 walrelay refuses the server with one line saying so; 14 to 18
+// pass.
+func TestVersionRule(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		num     int
+		status  check.Status
+	}{{"13.16", 130016, check.Fail}, {"14.19", 140019, check.OK}, {"18.1", 180001, check.OK}} {
+		f := goodFacts()
+		f.server.version, f.server.versionNum = tc.version, tc.num
+		r := versionRule(f)[0]
+		if r.Status != tc.status || !strings.Contains(r.Found, "PostgreSQL "+tc.version) {
+			t.Errorf("%s: got %s %q; want %s", tc.version, r.Status, r.Found, tc.status)
+		}
+		if tc.status == check.Fail && (!strings.Contains(r.Found, "walrelay needs 14 or newer") || firstFailure(judge(f, allRules()...)) == nil) {
+			t.Errorf("%s: got %q and no refusal; want the preflight to refuse, naming 14", tc.version, r.Found)
+		}
+	}
+}

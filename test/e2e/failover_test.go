@@ -125,4 +125,11 @@ func checkReadiness(t *testing.T, p *harness.Pair, want string) {
 			t.Errorf("check %q: got %s; want %s", name, got, map[bool]string{true: "ok", false: want}[name == "server role"])
 		}
 	}
+	// Pointed at the standby alone, walrelay refuses it: it streams from
+	// the primary.
+	onStandby := harness.RoleURL(t, fmt.Sprintf("host=127.0.0.1 port=%d dbname=walrelay sslmode=disable", p.Standby.Port), harness.RelayRole, harness.RelayPassword)
+	_, report = runCheck(t, p.F, "--postgres-url", onStandby)
+	if got := report.status("server role"); got != "fail" {
+		t.Errorf("check on the standby: server role %s; want fail", got)
+	}
 }
