@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/walrelay/walrelay/check"
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/slot"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // startsOn is a stream that starts on server srv, then fails (err) or, with
@@ -68,13 +70,10 @@ var (
 // timeline exported.
 func TestRelayFollowsAFailover(t *testing.T) {
 	r, cancel, done := runRelay(t, prometheus.NewRegistry(), startsOn(primary, lost), startsOn(promoted, nil))
-	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(r.m.failovers) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("walrelay_postgres_failovers_total never reached 1")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Eventually(t, 5*time.Second, "walrelay_postgres_failovers_total 1", func() (string, bool) {
+		n := testutil.ToFloat64(r.m.failovers)
+		return fmt.Sprintf("walrelay_postgres_failovers_total %v", n), n == 1
+	})
 	if got := testutil.ToFloat64(r.m.timeline); got != 2 {
 		t.Errorf("walrelay_postgres_timeline: got %v; want 2", got)
 	}

@@ -2,8 +2,8 @@ package relay
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +19,8 @@ import (
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
+	"github.com/walrelay/walrelay/test/pgoutputtest"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // fakeStream forwards the events the test feeds it, then behaves like
@@ -91,52 +93,27 @@ func (s *fakeSink) PublishBad(ctx context.Context, row sink.BadRow, token uint64
 	return nil
 }
 
-// pgoutput v1 messages, just enough for the pipeline.
+// pgoutput v1 messages, just enough for the pipeline: the outbox table as
+// relation 16384, transactions committed at PostgreSQL's epoch.
+const outboxRelation = 16384
+
 func beginMsg(final pglogrepl.LSN, xid uint32) []byte {
-	b := []byte{'B'}
-	b = binary.BigEndian.AppendUint64(b, uint64(final))
-	b = binary.BigEndian.AppendUint64(b, 0)
-	return binary.BigEndian.AppendUint32(b, xid)
+	return pgoutputtest.Begin(final, pgoutputtest.Epoch, xid)
 }
 
 func commitMsg(commit, end pglogrepl.LSN) []byte {
-	b := []byte{'C', 0}
-	b = binary.BigEndian.AppendUint64(b, uint64(commit))
-	b = binary.BigEndian.AppendUint64(b, uint64(end))
-	return binary.BigEndian.AppendUint64(b, 0)
+	return pgoutputtest.Commit(commit, end, pgoutputtest.Epoch)
 }
 
-var relationColumns = []struct {
-	name string
-	oid  uint32
-}{{"message_id", 2950}, {"aggregate_type", 25}, {"aggregate_id", 25}, {"type", 25}, {"payload", 3802}}
-
 func relationMsg() []byte {
-	b := []byte{'R'}
-	b = binary.BigEndian.AppendUint32(b, 16384)
-	b = append(b, "public\x00outbox_messages\x00d"...)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(relationColumns)))
-	for _, c := range relationColumns {
-		b = append(b, 0)
-		b = append(b, c.name+"\x00"...)
-		b = binary.BigEndian.AppendUint32(b, c.oid)
-		b = binary.BigEndian.AppendUint32(b, 0xffffffff)
-	}
-	return b
+	return pgoutputtest.Relation(outboxRelation, "public", "outbox_messages", []pgoutputtest.Column{
+		{Name: "message_id", OID: 2950}, {Name: "aggregate_type", OID: 25}, {Name: "aggregate_id", OID: 25},
+		{Name: "type", OID: 25}, {Name: "payload", OID: 3802}})
 }
 
 func insertMsg(id, aggregateID string) []byte {
-	b := []byte{'I'}
-	b = binary.BigEndian.AppendUint32(b, 16384)
-	b = append(b, 'N')
-	vals := []string{id, "order", aggregateID, "order.submitted.v1", `{"n": 1}`}
-	b = binary.BigEndian.AppendUint16(b, uint16(len(vals)))
-	for _, v := range vals {
-		b = append(b, 't')
-		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
-		b = append(b, v...)
-	}
-	return b
+	return pgoutputtest.Insert(outboxRelation, []pgoutputtest.Cell{pgoutputtest.Text(id), pgoutputtest.Text("order"),
+		pgoutputtest.Text(aggregateID), pgoutputtest.Text("order.submitted.v1"), pgoutputtest.Text(`{"n": 1}`)})
 }
 
 type harness struct {
@@ -192,13 +169,7 @@ func newHarnessWith(t *testing.T, cfg Config) *harness {
 // safe is the position the stream would confirm now.
 func (h *harness) safe() pglogrepl.LSN {
 	h.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for h.stream.pos.Load() == nil {
-		if time.Now().After(deadline) {
-			h.t.Fatal("the stream never ran")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.EventuallyTrue(h.t, 5*time.Second, "the stream to run", func() bool { return h.stream.pos.Load() != nil })
 	return (*h.stream.pos.Load())()
 }
 
@@ -219,13 +190,10 @@ func (h *harness) published() published {
 // waitSafe waits for the pump to process what was fed and checks Safe.
 func (h *harness) waitSafe(want pglogrepl.LSN) {
 	h.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for h.safe() != want {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("Safe() = %s; want %s", h.safe(), want)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Eventually(h.t, 5*time.Second, "Safe() = "+want.String(), func() (string, bool) {
+		got := h.safe()
+		return "Safe() = " + got.String(), got == want
+	})
 }
 
 // stays checks that Safe holds still at want while the pump runs.
@@ -296,9 +264,7 @@ func (h *harness) metric(name string) float64 {
 }
 
 func heartbeatMsg(lsn pglogrepl.LSN) []byte {
-	b := binary.BigEndian.AppendUint64([]byte{'M', 0}, uint64(lsn))
-	b = append(append(b, schema.HeartbeatPrefix...), 0)
-	return binary.BigEndian.AppendUint32(b, 0)
+	return pgoutputtest.Message(false, lsn, schema.HeartbeatPrefix, "")
 }
 
 // A heartbeat is never published; like a keepalive it is confirmed only
@@ -419,13 +385,10 @@ func TestRelayHaltsOnABadRowWithoutConfirmingIt(t *testing.T) {
 	if got := <-h.stream.finalPos; got != 100 {
 		t.Errorf("final status position = %s; want the start position 0/64", got)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(h.r.Halted(), "6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11") {
-		if time.Now().After(deadline) {
-			t.Fatalf("Halted() = %q; want the bad row's message id", h.r.Halted())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Eventually(t, 5*time.Second, "Halted() naming the bad row's message id", func() (string, bool) {
+		got := h.r.Halted()
+		return fmt.Sprintf("Halted() = %q", got), strings.Contains(got, "6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11")
+	})
 	// The relay waits to meet the row again, it does not exit.
 	select {
 	case err := <-h.done:
@@ -522,13 +485,9 @@ func runWith(t *testing.T, streams ...streamFunc) (calls *atomic.Int32, cancel c
 
 func TestRelayStartsANewSessionAfterATransientFailure(t *testing.T) {
 	calls, cancel, done := runWith(t, failingAfterStart, streamingUntilStopped)
-	deadline := time.Now().Add(5 * time.Second)
-	for calls.Load() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("no second session after the first one lost its connection")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Eventually(t, 5*time.Second, "a second session after the first one lost its connection", func() (string, bool) {
+		return fmt.Sprintf("%d sessions", calls.Load()), calls.Load() >= 2
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v; want nil after a stop", err)
@@ -627,13 +586,10 @@ func TestRelayCountsKnownReplays(t *testing.T) {
 	for range 3 {
 		s2.ack((&harness{t: t, sink: s2.sink}).published().token)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for h.metric("walrelay_commit_to_ack_seconds") < 5 {
-		if time.Now().After(deadline) {
-			t.Fatal("the second session's acks were not all observed")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Eventually(t, 5*time.Second, "all 5 acks of both sessions observed", func() (string, bool) {
+		n := h.metric("walrelay_commit_to_ack_seconds")
+		return fmt.Sprintf("%v commit-to-ack observations", n), n >= 5
+	})
 	if got := h.metric("walrelay_replayed_messages_total"); got != 2 {
 		t.Errorf("walrelay_replayed_messages_total: got %v; want 2 (the acknowledged transaction's messages)", got)
 	}
@@ -669,18 +625,14 @@ func TestRelayRetriesASessionThatCannotBeBuilt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for calls.Load() < 3 {
+	poll.Eventually(t, 5*time.Second, "3 sessions", func() (string, bool) {
 		select {
 		case err := <-done:
 			t.Fatalf("Run = %v after %d sessions; want a third session after the one that could not be built", err, calls.Load())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sessions = %d after 5s; want 3", calls.Load())
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return fmt.Sprintf("%d sessions", calls.Load()), calls.Load() >= 3
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run after a stop = %v; want nil", err)
