@@ -70,13 +70,11 @@ var (
 // timeline exported.
 func TestRelayFollowsAFailover(t *testing.T) {
 	r, cancel, done := runRelay(t, prometheus.NewRegistry(), startsOn(primary, lost), startsOn(promoted, nil))
-	poll.Eventually(t, 5*time.Second, "walrelay_postgres_failovers_total 1", func() (string, bool) {
-		n := testutil.ToFloat64(r.m.failovers)
-		return fmt.Sprintf("walrelay_postgres_failovers_total %v", n), n == 1
+	// The counter moves before the gauge: wait for both.
+	poll.Eventually(t, 5*time.Second, "walrelay_postgres_failovers_total 1, walrelay_postgres_timeline 2", func() (string, bool) {
+		n, tl := testutil.ToFloat64(r.m.failovers), testutil.ToFloat64(r.m.timeline)
+		return fmt.Sprintf("walrelay_postgres_failovers_total %v, walrelay_postgres_timeline %v", n, tl), n == 1 && tl == 2
 	})
-	if got := testutil.ToFloat64(r.m.timeline); got != 2 {
-		t.Errorf("walrelay_postgres_timeline: got %v; want 2", got)
-	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v; want nil after a stop", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,6 +57,7 @@ func (f *fakeStream) Run(ctx context.Context, out chan<- slot.Event, pos slot.Po
 type fakeSink struct {
 	published chan published
 	closed    chan struct{}
+	closeOnce sync.Once // a halted harness's next session closes it again
 	bad       chan badPublished
 }
 
@@ -83,7 +85,7 @@ func (s *fakeSink) Publish(ctx context.Context, m *schema.Message, token uint64)
 	return nil
 }
 
-func (s *fakeSink) Close() { close(s.closed) }
+func (s *fakeSink) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
 
 func (s *fakeSink) PublishBad(ctx context.Context, row sink.BadRow, token uint64) error {
 	if s.bad == nil {
