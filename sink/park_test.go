@@ -16,6 +16,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // parkLog is a Park callback that records what it was handed, in order.
@@ -155,10 +156,7 @@ func TestParkPayloadOverLimitAckedOnlyAfterPark(t *testing.T) {
 	m2 := pmsg(2, "a")
 	publishAll(t, h.s, pmsg(0, "a"), big, m2, pmsg(3, "b"))
 
-	deadline := time.Now().Add(2 * time.Second)
-	for len(h.acks.get()) < 1 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(2*time.Second, time.Millisecond, func() bool { return len(h.acks.get()) >= 1 })
 	time.Sleep(20 * time.Millisecond)
 	if got := fmt.Sprint(h.acks.get()); got != "[0]" {
 		t.Fatalf("acks while Park has not returned = %s; want [0] (token 1 waits for Park)", got)

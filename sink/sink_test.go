@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // fakeProducer answers produce requests with a function.
@@ -412,10 +413,7 @@ func TestSinkBatchesBySize(t *testing.T) {
 		}
 	}
 	// Two full batches go without waiting for Linger or Close.
-	deadline := time.Now().Add(2 * time.Second)
-	for len(h.acks.get()) < 20 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(2*time.Second, time.Millisecond, func() bool { return len(h.acks.get()) >= 20 })
 	if got := len(h.acks.get()); got != 20 {
 		t.Fatalf("acks before Close = %d; want 20 (two full batches)", got)
 	}
@@ -622,13 +620,7 @@ func TestSinkGuardStopsWritesBeforeTheNextBatch(t *testing.T) {
 	if err := h.s.Publish(context.Background(), msg(1, "k"), 1); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(h.acks.get()) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first message was never acknowledged")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.EventuallyTrue(t, 5*time.Second, "the first message acknowledged", func() bool { return len(h.acks.get()) == 1 })
 	lost.Store(true)
 	if err := h.s.Publish(context.Background(), msg(2, "k"), 2); err != nil {
 		t.Fatal(err)
