@@ -143,16 +143,41 @@ func mustNew(t *testing.T, cfg Config, factory Factory) *Relay {
 	return r
 }
 
-func newHarnessWith(t *testing.T, cfg Config) *harness {
-	dec, err := decoder.New(decoder.Config{Table: schema.Table{Schema: "public", Name: "outbox_messages"}, Columns: schema.DefaultColumns()})
+// mustDecoder builds a decoder of cfg.
+func mustDecoder(t *testing.T, cfg decoder.Config) *decoder.Decoder {
+	t.Helper()
+	dec, err := decoder.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dec
+}
+
+// newFakeSink is a fakeSink with room for n published messages.
+func newFakeSink(n int) *fakeSink {
+	return &fakeSink{published: make(chan published, n), closed: make(chan struct{})}
+}
+
+// run runs r until cancel; done gets what Run returned.
+func run(r *Relay) (cancel context.CancelFunc, done chan error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	return cancel, done
+}
+
+// restartsAtOnce is the configuration of relays whose sessions fail and
+// restart within the test.
+func restartsAtOnce(reg prometheus.Registerer) Config {
+	return Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond, Registerer: reg}
+}
+
+func newHarnessWith(t *testing.T, cfg Config) *harness {
+	dec := mustDecoder(t, decoder.Config{Table: schema.Table{Schema: "public", Name: "outbox_messages"}, Columns: schema.DefaultColumns()})
 	h := &harness{
 		t:      t,
 		stream: &fakeStream{feed: make(chan slot.Event), finalPos: make(chan pglogrepl.LSN, 1)},
-		sink:   &fakeSink{published: make(chan published, 100), closed: make(chan struct{})},
-		done:   make(chan error, 1),
+		sink:   newFakeSink(100),
 		reg:    prometheus.NewRegistry(),
 	}
 	acks := make(chan func(uint64), 1)
@@ -161,9 +186,7 @@ func newHarnessWith(t *testing.T, cfg Config) *harness {
 		acks <- ack
 		return Parts{Stream: h.stream, Decoder: dec, Publisher: h.sink}, nil
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	go func() { h.done <- h.r.Run(ctx) }()
+	h.cancel, h.done = run(h.r)
 	h.ack = <-acks
 	return h
 }
@@ -466,27 +489,24 @@ func streamingUntilStopped(ctx context.Context, out chan<- slot.Event, _ slot.Po
 	return nil
 }
 
-func runWith(t *testing.T, streams ...streamFunc) (calls *atomic.Int32, cancel context.CancelFunc, done chan error) {
+// runRelay runs a relay over the streams, one per session (the last one
+// repeats); calls counts the sessions built.
+func runRelay(t *testing.T, streams ...streamFunc) (r *Relay, calls *atomic.Int32, cancel context.CancelFunc, done chan error) {
 	t.Helper()
-	dec, err := decoder.New(decoder.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dec := mustDecoder(t, decoder.Config{})
 	calls = &atomic.Int32{}
-	r := mustNew(t, Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond},
+	r = mustNew(t, restartsAtOnce(prometheus.NewRegistry()),
 		func(_ context.Context, ack func(uint64)) (Parts, error) {
 			n := int(calls.Add(1)) - 1
 			st := streams[min(n, len(streams)-1)]
-			return Parts{Stream: st, Decoder: dec, Publisher: &fakeSink{published: make(chan published, 1), closed: make(chan struct{})}}, nil
+			return Parts{Stream: st, Decoder: dec, Publisher: newFakeSink(1)}, nil
 		})
-	ctx, cancel := context.WithCancel(context.Background())
-	done = make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	return calls, cancel, done
+	cancel, done = run(r)
+	return r, calls, cancel, done
 }
 
 func TestRelayStartsANewSessionAfterATransientFailure(t *testing.T) {
-	calls, cancel, done := runWith(t, failingAfterStart, streamingUntilStopped)
+	_, calls, cancel, done := runRelay(t, failingAfterStart, streamingUntilStopped)
 	poll.Eventually(t, 5*time.Second, "a second session after the first one lost its connection", func() (string, bool) {
 		return fmt.Sprintf("%d sessions", calls.Load()), calls.Load() >= 2
 	})
@@ -501,7 +521,7 @@ func TestRelayFailsFastWhenItNeverStreamed(t *testing.T) {
 		close(out)
 		return errors.New("connect to postgres: connection refused")
 	}
-	calls, cancel, done := runWith(t, refused)
+	_, calls, cancel, done := runRelay(t, refused)
 	defer cancel()
 	select {
 	case err := <-done:
@@ -520,13 +540,6 @@ func TestRelayFailsFastWhenItNeverStreamed(t *testing.T) {
 // published again by the next session: its messages count as known
 // replays; a transaction that was still pending does not.
 func TestRelayCountsKnownReplays(t *testing.T) {
-	dec := func() *decoder.Decoder {
-		d, err := decoder.New(decoder.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
 	txns := func(out chan<- slot.Event) {
 		out <- slot.Event{Kind: slot.KindStart, Pos: 100}
 		out <- slot.Event{Kind: slot.KindData, Pos: 110, Data: relationMsg()}
@@ -559,19 +572,17 @@ func TestRelayCountsKnownReplays(t *testing.T) {
 	sessions := make(chan session, 2)
 	var calls atomic.Int32
 	reg := prometheus.NewRegistry()
-	r := mustNew(t, Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond, Registerer: reg},
+	r := mustNew(t, restartsAtOnce(reg),
 		func(_ context.Context, ack func(uint64)) (Parts, error) {
 			st := first
 			if calls.Add(1) > 1 {
 				st = second
 			}
-			s := session{sink: &fakeSink{published: make(chan published, 10), closed: make(chan struct{})}, ack: ack}
+			s := session{sink: newFakeSink(10), ack: ack}
 			sessions <- s
-			return Parts{Stream: st, Decoder: dec(), Publisher: s.sink}, nil
+			return Parts{Stream: st, Decoder: mustDecoder(t, decoder.Config{}), Publisher: s.sink}, nil
 		})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	cancel, done := run(r)
 	h := &harness{t: t, reg: reg}
 
 	// First session: the second transaction is acknowledged, the first not.
@@ -608,14 +619,11 @@ func TestRelayCountsKnownReplays(t *testing.T) {
 // aggregates could not be read: a lost connection) is retried like any
 // transient failure, not fatal.
 func TestRelayRetriesASessionThatCannotBeBuilt(t *testing.T) {
-	dec, err := decoder.New(decoder.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dec := mustDecoder(t, decoder.Config{})
 	var calls atomic.Int32
-	r := mustNew(t, Config{RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 20 * time.Millisecond},
+	r := mustNew(t, restartsAtOnce(nil),
 		func(_ context.Context, ack func(uint64)) (Parts, error) {
-			sink := &fakeSink{published: make(chan published, 1), closed: make(chan struct{})}
+			sink := newFakeSink(1)
 			switch calls.Add(1) {
 			case 1:
 				return Parts{Stream: streamFunc(failingAfterStart), Decoder: dec, Publisher: sink}, nil
@@ -624,9 +632,7 @@ func TestRelayRetriesASessionThatCannotBeBuilt(t *testing.T) {
 			}
 			return Parts{Stream: streamFunc(streamingUntilStopped), Decoder: dec, Publisher: sink}, nil
 		})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	cancel, done := run(r)
 	poll.Eventually(t, 5*time.Second, "3 sessions", func() (string, bool) {
 		select {
 		case err := <-done:
