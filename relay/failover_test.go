@@ -63,13 +63,9 @@ func TestRelayRefusesAnotherSystem(t *testing.T) {
 	other := slot.Server{SystemID: "9999", Timeline: 1, Addr: "10.0.0.9:5432"}
 	_, _, cancel, done := runRelay(t, startsOn(primary, lost), startsOn(other, nil))
 	defer cancel()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "another database system at 10.0.0.9:5432 (system identifier 9999; walrelay streamed from system 7301") {
-			t.Fatalf("Run = %v; want the refusal naming both systems", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run went on streaming from another database system")
+	err := ended(t, done, "Run went on streaming from another database system")
+	if err == nil || !strings.Contains(err.Error(), "another database system at 10.0.0.9:5432 (system identifier 9999; walrelay streamed from system 7301") {
+		t.Fatalf("Run = %v; want the refusal naming both systems", err)
 	}
 }
 
@@ -79,20 +75,16 @@ func TestRelayRefusesAnotherSystem(t *testing.T) {
 func TestRelaySaysWhereTheGapStartsWhenTheSlotIsGone(t *testing.T) {
 	_, _, cancel, done := runRelay(t, startsOn(primary, lost), missingSlot)
 	defer cancel()
-	select {
-	case err := <-done:
-		var gone *slotGoneError
-		if !errors.As(err, &gone) || !slot.IsConfig(err) {
-			t.Fatalf("Run = %v; want a *slotGoneError that is still a configuration verdict", err)
+	err := ended(t, done, "Run kept retrying a missing slot")
+	var gone *slotGoneError
+	if !errors.As(err, &gone) || !slot.IsConfig(err) {
+		t.Fatalf("Run = %v; want a *slotGoneError that is still a configuration verdict", err)
+	}
+	for _, want := range []string{"it streamed from 10.0.0.1:5432, system 7301, timeline 1, and confirmed up to 0/64",
+		"skip every message committed after 0/64", "docs/RUNBOOK.md, WalrelaySlotLost"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Run = %q; want it to say %q", err, want)
 		}
-		for _, want := range []string{"it streamed from 10.0.0.1:5432, system 7301, timeline 1, and confirmed up to 0/64",
-			"skip every message committed after 0/64", "docs/RUNBOOK.md, WalrelaySlotLost"} {
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("Run = %q; want it to say %q", err, want)
-			}
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run kept retrying a missing slot")
 	}
 	// Before the process ever streamed, a missing slot is the preflight's
 	// verdict as it is.

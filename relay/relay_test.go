@@ -166,6 +166,19 @@ func run(r *Relay) (cancel context.CancelFunc, done chan error) {
 	return cancel, done
 }
 
+// ended is what Run sent to done; when it sends nothing within 5 s, the
+// test fails with stillRunning.
+func ended(t *testing.T, done <-chan error, stillRunning string) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatal(stillRunning)
+		return nil
+	}
+}
+
 // restartsAtOnce is the configuration of relays whose sessions fail and
 // restart within the test.
 func restartsAtOnce(reg prometheus.Registerer) Config {
@@ -523,13 +536,8 @@ func TestRelayFailsFastWhenItNeverStreamed(t *testing.T) {
 	}
 	_, calls, cancel, done := runRelay(t, refused)
 	defer cancel()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "connection refused") {
-			t.Fatalf("Run = %v; want the connection error", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run kept retrying a relay that never streamed")
+	if err := ended(t, done, "Run kept retrying a relay that never streamed"); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("Run = %v; want the connection error", err)
 	}
 	if got := calls.Load(); got != 1 {
 		t.Errorf("sessions = %d; want 1", got)
