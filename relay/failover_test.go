@@ -3,16 +3,16 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/walrelay/walrelay/check"
-	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/slot"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // startsOn is a stream that starts on server srv, then fails (err) or, with
@@ -37,27 +37,6 @@ func missingSlot(_ context.Context, out chan<- slot.Event, _ slot.Position, _ <-
 	return &slot.ConfigError{Result: check.Failure("slot", `slot "walrelay" does not exist`, "Run `walrelay init`.")}
 }
 
-// runRelay runs a relay over the streams, one per session (the last one
-// repeats), with its metrics in reg.
-func runRelay(t *testing.T, reg *prometheus.Registry, streams ...streamFunc) (*Relay, context.CancelFunc, chan error) {
-	t.Helper()
-	dec, err := decoder.New(decoder.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls := 0
-	r := mustNew(t, Config{RestartBackoffMin: time.Millisecond, RestartBackoffMax: 2 * time.Millisecond, Registerer: reg},
-		func(_ context.Context, ack func(uint64)) (Parts, error) {
-			st := streams[min(calls, len(streams)-1)]
-			calls++
-			return Parts{Stream: st, Decoder: dec, Publisher: &fakeSink{published: make(chan published, 1), closed: make(chan struct{})}}, nil
-		})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	return r, cancel, done
-}
-
 var (
 	lost     = errors.New("receive from slot: unexpected EOF")
 	primary  = slot.Server{SystemID: "7301", Timeline: 1, Addr: "10.0.0.1:5432"}
@@ -67,17 +46,12 @@ var (
 // The same system on a new timeline is a failover: followed, counted, the
 // timeline exported.
 func TestRelayFollowsAFailover(t *testing.T) {
-	r, cancel, done := runRelay(t, prometheus.NewRegistry(), startsOn(primary, lost), startsOn(promoted, nil))
-	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(r.m.failovers) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("walrelay_postgres_failovers_total never reached 1")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if got := testutil.ToFloat64(r.m.timeline); got != 2 {
-		t.Errorf("walrelay_postgres_timeline: got %v; want 2", got)
-	}
+	r, _, cancel, done := runRelay(t, startsOn(primary, lost), startsOn(promoted, nil))
+	// The counter moves before the gauge: wait for both.
+	poll.Eventually(t, 5*time.Second, "walrelay_postgres_failovers_total 1, walrelay_postgres_timeline 2", func() (string, bool) {
+		n, tl := testutil.ToFloat64(r.m.failovers), testutil.ToFloat64(r.m.timeline)
+		return fmt.Sprintf("walrelay_postgres_failovers_total %v, walrelay_postgres_timeline %v", n, tl), n == 1 && tl == 2
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v; want nil after a stop", err)
@@ -87,15 +61,11 @@ func TestRelayFollowsAFailover(t *testing.T) {
 // Another system identifier is another cluster: the relay stops.
 func TestRelayRefusesAnotherSystem(t *testing.T) {
 	other := slot.Server{SystemID: "9999", Timeline: 1, Addr: "10.0.0.9:5432"}
-	_, cancel, done := runRelay(t, prometheus.NewRegistry(), startsOn(primary, lost), startsOn(other, nil))
+	_, _, cancel, done := runRelay(t, startsOn(primary, lost), startsOn(other, nil))
 	defer cancel()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "another database system at 10.0.0.9:5432 (system identifier 9999; walrelay streamed from system 7301") {
-			t.Fatalf("Run = %v; want the refusal naming both systems", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run went on streaming from another database system")
+	err := ended(t, done, "Run went on streaming from another database system")
+	if err == nil || !strings.Contains(err.Error(), "another database system at 10.0.0.9:5432 (system identifier 9999; walrelay streamed from system 7301") {
+		t.Fatalf("Run = %v; want the refusal naming both systems", err)
 	}
 }
 
@@ -103,26 +73,22 @@ func TestRelayRefusesAnotherSystem(t *testing.T) {
 // standby without it, say) stops the relay with where the gap starts, and
 // never the bare advice to run init.
 func TestRelaySaysWhereTheGapStartsWhenTheSlotIsGone(t *testing.T) {
-	_, cancel, done := runRelay(t, prometheus.NewRegistry(), startsOn(primary, lost), missingSlot)
+	_, _, cancel, done := runRelay(t, startsOn(primary, lost), missingSlot)
 	defer cancel()
-	select {
-	case err := <-done:
-		var gone *slotGoneError
-		if !errors.As(err, &gone) || !slot.IsConfig(err) {
-			t.Fatalf("Run = %v; want a *slotGoneError that is still a configuration verdict", err)
+	err := ended(t, done, "Run kept retrying a missing slot")
+	var gone *slotGoneError
+	if !errors.As(err, &gone) || !slot.IsConfig(err) {
+		t.Fatalf("Run = %v; want a *slotGoneError that is still a configuration verdict", err)
+	}
+	for _, want := range []string{"it streamed from 10.0.0.1:5432, system 7301, timeline 1, and confirmed up to 0/64",
+		"skip every message committed after 0/64", "docs/RUNBOOK.md, WalrelaySlotLost"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Run = %q; want it to say %q", err, want)
 		}
-		for _, want := range []string{"it streamed from 10.0.0.1:5432, system 7301, timeline 1, and confirmed up to 0/64",
-			"skip every message committed after 0/64", "docs/RUNBOOK.md, WalrelaySlotLost"} {
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("Run = %q; want it to say %q", err, want)
-			}
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run kept retrying a missing slot")
 	}
 	// Before the process ever streamed, a missing slot is the preflight's
 	// verdict as it is.
-	_, cancel2, done2 := runRelay(t, prometheus.NewRegistry(), missingSlot)
+	_, _, cancel2, done2 := runRelay(t, missingSlot)
 	defer cancel2()
 	if err := <-done2; err == nil || errors.As(err, new(*slotGoneError)) || !strings.Contains(err.Error(), "Run `walrelay init`") {
 		t.Errorf("Run on a fresh process = %v; want the preflight's verdict", err)

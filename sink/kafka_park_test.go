@@ -2,10 +2,8 @@ package sink
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,25 +11,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/test/kafkatest"
+	"github.com/walrelay/walrelay/test/rig"
 )
-
-// tokenLog collects acknowledged tokens.
-type tokenLog struct {
-	mu     sync.Mutex
-	tokens []uint64
-}
-
-func (l *tokenLog) ack(token uint64) {
-	l.mu.Lock()
-	l.tokens = append(l.tokens, token)
-	l.mu.Unlock()
-}
-
-func (l *tokenLog) get() []uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]uint64(nil), l.tokens...)
-}
 
 // parkTestMessage is kafkaTestMessage i on aggregate key, at WAL position i.
 func parkTestMessage(i int, key string) *schema.Message {
@@ -42,32 +24,6 @@ func parkTestMessage(i int, key string) *schema.Message {
 	return m
 }
 
-// readUntilQuiet reads one partition from the start until no record comes
-// for quiet, and returns the ce_id of each record, repeats dropped.
-func readUntilQuiet(t *testing.T, brokers []string, topic string, partition int, quiet time.Duration) []string {
-	t.Helper()
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: partition, MaxWait: 100 * time.Millisecond})
-	defer r.Close()
-	var ids []string
-	seen := map[string]bool{}
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), quiet)
-		m, err := r.ReadMessage(ctx)
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			return ids
-		}
-		if err != nil {
-			t.Fatalf("read %s/%d: %v", topic, partition, err)
-		}
-		id := string(headerMap(t, m.Headers)[headerID])
-		if !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
-	}
-}
-
 // A topic with max.message.bytes=1024: a 2 KB payload, well under the
 // sink's limit, is refused by Kafka and parked; the later message of its
 // aggregate is parked behind it; another aggregate's messages, in the same
@@ -75,9 +31,9 @@ func readUntilQuiet(t *testing.T, brokers []string, topic string, partition int,
 // are refused as a whole and isolated record by record).
 func TestKafkaRecordTooLargeForTopicIsParked(t *testing.T) {
 	brokers := testBrokers(t)
-	topic := createTopicWith(t, brokers, kafka.ConfigEntry{ConfigName: "max.message.bytes", ConfigValue: "1024"})
+	topic := createTopic(t, brokers, 1, kafka.ConfigEntry{ConfigName: "max.message.bytes", ConfigValue: "1024"})
 	pl := &parkLog{}
-	acked := &tokenLog{}
+	acked := &acks{}
 	s, wait := runSink(t, Config{Brokers: brokers, TopicTemplate: topic, Source: "walrelay-test", Park: pl.park}, acked.ack)
 
 	big := parkTestMessage(2, "a")
@@ -106,7 +62,10 @@ func TestKafkaRecordTooLargeForTopicIsParked(t *testing.T) {
 		t.Errorf("reason = %q; want Kafka's MESSAGE_TOO_LARGE", dls[0].Reason)
 	}
 	checkDeadLetter(t, dls[1], ms[4], topic, big)
-	got := readUntilQuiet(t, brokers, topic, 0, 2*time.Second)
+	var got []string
+	for _, r := range readPartition(t, brokers, topic, 0) {
+		got = append(got, r.Headers[headerID])
+	}
 	want := []string{ms[0].ID.String(), ms[1].ID.String(), ms[3].ID.String(), ms[5].ID.String()}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("partition 0 holds %v; want %v", got, want)
@@ -118,9 +77,9 @@ func TestKafkaRecordTooLargeForTopicIsParked(t *testing.T) {
 // which allows auto-creation, still has no such topic.
 func TestKafkaMissingTopicWithCreationOffIsParked(t *testing.T) {
 	brokers := testBrokers(t)
-	topic := fmt.Sprintf("walrelay-sink-ghost-%d", time.Now().UnixNano())
+	topic := rig.Unique("walrelay-sink-ghost-")
 	pl := &parkLog{}
-	acked := &tokenLog{}
+	acked := &acks{}
 	s, wait := runSink(t, Config{Brokers: brokers, TopicTemplate: topic, NoCreateTopics: true, Park: pl.park}, acked.ack)
 	s.createWait = 3 * time.Second // past the transport's first metadata load; the topic never existed
 	ms := []*schema.Message{parkTestMessage(0, "a"), parkTestMessage(1, "a")}
@@ -146,16 +105,9 @@ func TestKafkaMissingTopicWithCreationOffIsParked(t *testing.T) {
 	}
 	checkDeadLetter(t, dls[1], ms[1], topic, ms[0])
 
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: newTransport(Config{})}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-	if err != nil {
-		t.Fatalf("metadata: %v", err)
-	}
-	if len(md.Topics) != 1 || !errors.Is(md.Topics[0].Error, kafka.UnknownTopicOrPartition) {
-		t.Errorf("topic %s on the broker: %+v; want it absent", topic, md.Topics)
-		if _, err := client.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{topic}}); err != nil {
+	if kafkatest.TopicExists(t, strings.Join(brokers, ","), topic) {
+		t.Errorf("topic %s on the broker: got it; want it absent", topic)
+		if err := kafkatest.DeleteTopics(strings.Join(brokers, ","), topic); err != nil {
 			t.Errorf("delete topic %s: %v", topic, err)
 		}
 	}

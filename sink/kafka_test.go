@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,50 +13,47 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/test/kafkatest"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
-// testBrokers returns the real brokers of the integration tests. CI must not
-// skip them silently: without the variable they fail, except with -short.
+// testBrokers is the rig's Kafka brokers (test/rig): without them the test
+// fails, or skips under -short.
 func testBrokers(t *testing.T) []string {
 	t.Helper()
-	v := os.Getenv("WALRELAY_TEST_KAFKA_BROKERS")
-	if v == "" {
-		if testing.Short() {
-			t.Skip("WALRELAY_TEST_KAFKA_BROKERS is not set")
-		}
-		t.Fatal("WALRELAY_TEST_KAFKA_BROKERS is not set: run `make test`, which starts Kafka and sets it (or use -short to skip)")
-	}
-	return strings.Split(v, ",")
+	return strings.Split(rig.KafkaBrokers(t), ",")
 }
 
-// createTopic makes a fresh topic and deletes it when the test ends.
-func createTopic(t *testing.T, brokers []string, partitions int) string {
+// createTopic makes a fresh topic with partitions partitions and configs,
+// deleted when the test ends.
+func createTopic(t *testing.T, brokers []string, partitions int, configs ...kafka.ConfigEntry) string {
 	t.Helper()
-	topic := fmt.Sprintf("walrelay-sink-%s-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), time.Now().UnixNano())
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{
-		Topics: []kafka.TopicConfig{{Topic: topic, NumPartitions: partitions, ReplicationFactor: 1}},
-	})
-	if err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
-	if err := res.Errors[topic]; err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		res, err := client.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{topic}})
-		if err == nil {
-			err = res.Errors[topic]
-		}
-		if err != nil {
-			t.Errorf("delete topic %s: %v", topic, err)
-		}
-	})
+	topic := rig.Unique("walrelay-sink-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-")
+	kafkatest.CreateTopic(t, strings.Join(brokers, ","), topic, partitions, configs...)
 	return topic
+}
+
+// readPartition reads topic back with kcat (test/kafkatest) and returns the
+// records of one partition in offset order, repeats of a ce_id dropped as
+// consumers drop them: a retried batch may legitimately have been written
+// twice.
+func readPartition(t *testing.T, brokers []string, topic string, partition int) []kafkatest.Record {
+	t.Helper()
+	var out []kafkatest.Record
+	seen := map[string]bool{}
+	for _, r := range kafkatest.Read(t, strings.Join(brokers, ","), topic) {
+		if r.Partition != int32(partition) {
+			continue
+		}
+		id := r.Headers[headerID]
+		if seen[id] {
+			t.Logf("partition %d offset %d: repeat of %s (a retried batch)", partition, r.Offset, id)
+			continue
+		}
+		seen[id] = true
+		out = append(out, r)
+	}
+	return out
 }
 
 // runSink starts a real sink; the returned function waits for Run.
@@ -84,14 +79,9 @@ func TestKafkaPublishAndReadBack(t *testing.T) {
 	const partitions, messages, keys = 3, 2000, 50
 	topic := createTopic(t, brokers, partitions)
 
-	var mu sync.Mutex
-	var acked []uint64
+	acked := &acks{}
 	cfg := Config{Brokers: brokers, TopicTemplate: topic, Source: "walrelay-test", BatchMaxMessages: 64, MaxInFlightMessages: 256}
-	s, wait := runSink(t, cfg, func(token uint64) {
-		mu.Lock()
-		acked = append(acked, token)
-		mu.Unlock()
-	})
+	s, wait := runSink(t, cfg, acked.ack)
 
 	sent := make([]*schema.Message, messages)
 	want := make([][]int, partitions) // message indexes per partition, in publish order
@@ -109,9 +99,12 @@ func TestKafkaPublishAndReadBack(t *testing.T) {
 		t.Fatalf("Run = %v; want nil after Close", err)
 	}
 
-	checkAcks(t, acked, sent, partitions, want)
+	checkAcks(t, acked.get(), sent, partitions, want)
 	for p := range partitions {
-		got := readPartition(t, brokers, topic, p, len(want[p]))
+		got := readPartition(t, brokers, topic, p)
+		if len(got) < len(want[p]) {
+			t.Fatalf("partition %d: got %d records; want %d", p, len(got), len(want[p]))
+		}
 		for j, r := range got {
 			if j >= len(want[p]) {
 				break
@@ -161,55 +154,32 @@ func checkAcks(t *testing.T, acked []uint64, sent []*schema.Message, partitions 
 	}
 }
 
-// readPartition reads one partition from the beginning until it has n
-// distinct messages (by ce_id), dropping repeats as consumers do: a retried
-// batch may legitimately have been written twice.
-func readPartition(t *testing.T, brokers []string, topic string, partition, n int) []kafka.Message {
+func checkRecord(t *testing.T, p, j int, r kafkatest.Record, m *schema.Message, partitions int) {
 	t.Helper()
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: partition, MaxWait: 100 * time.Millisecond})
-	defer r.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out := make([]kafka.Message, 0, n)
-	seen := make(map[string]bool, n)
-	for len(out) < n {
-		m, err := r.ReadMessage(ctx)
-		if err != nil {
-			t.Fatalf("partition %d: read record %d of %d: %v", partition, len(out), n, err)
-		}
-		id := ""
-		for _, h := range m.Headers {
-			if h.Key == headerID {
-				id = string(h.Value)
-			}
-		}
-		if seen[id] {
-			t.Logf("partition %d offset %d: repeat of %s (a retried batch)", partition, m.Offset, id)
-			continue
-		}
-		seen[id] = true
-		out = append(out, m)
-	}
-	return out
-}
-
-func checkRecord(t *testing.T, p, j int, r kafka.Message, m *schema.Message, partitions int) {
-	t.Helper()
-	if string(r.Key) != m.AggregateID || string(r.Value) != string(m.Payload) {
-		t.Errorf("partition %d record %d: key %q value %s; want %q %s", p, j, r.Key, r.Value, m.AggregateID, m.Payload)
+	key, value := deref(r.Key), deref(r.Payload)
+	if key != m.AggregateID || value != string(m.Payload) {
+		t.Errorf("partition %d record %d: key %q value %s; want %q %s", p, j, key, value, m.AggregateID, m.Payload)
 		return
 	}
-	if want := partitionFor(string(r.Key), partitions); want != p {
-		t.Errorf("key %q in partition %d; murmur2 says %d", r.Key, p, want)
+	if want := partitionFor(key, partitions); want != p {
+		t.Errorf("key %q in partition %d; murmur2 says %d", key, p, want)
 	}
 	if r.Time.IsZero() || time.Since(r.Time) > time.Hour {
 		t.Errorf("partition %d record %d: timestamp %v; want the publish time", p, j, r.Time)
 	}
-	got := headerMap(t, r.Headers)
+	got := r.Headers
 	want := headerMap(t, buildHeaders(m, "walrelay-test"))
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("partition %d record %d: headers %v; want %v", p, j, got, want)
 	}
+}
+
+// deref is *s, or "" for a null.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // TestKafkaOversizedMessageIsPermanent sends a record over the broker's
@@ -218,13 +188,8 @@ func checkRecord(t *testing.T, p, j int, r kafka.Message, m *schema.Message, par
 func TestKafkaOversizedMessageIsPermanent(t *testing.T) {
 	brokers := testBrokers(t)
 	topic := createTopic(t, brokers, 1)
-	var acked []uint64
-	var mu sync.Mutex
-	s, wait := runSink(t, Config{Brokers: brokers, TopicTemplate: topic, MaxInFlightBytes: 1 << 20, MaxPayloadBytes: 4 << 20}, func(token uint64) {
-		mu.Lock()
-		acked = append(acked, token)
-		mu.Unlock()
-	})
+	acked := &acks{}
+	s, wait := runSink(t, Config{Brokers: brokers, TopicTemplate: topic, MaxInFlightBytes: 1 << 20, MaxPayloadBytes: 4 << 20}, acked.ack)
 	big := kafkaTestMessage(1, 1)
 	big.Payload = []byte(`"` + strings.Repeat("x", 2<<20) + `"`)
 	if err := s.Publish(context.Background(), big, 1); err != nil {
@@ -235,9 +200,7 @@ func TestKafkaOversizedMessageIsPermanent(t *testing.T) {
 	if !errors.As(err, &perr) || perr.Token != 1 || perr.Topic != topic || !errors.Is(err, kafka.MessageSizeTooLarge) {
 		t.Fatalf("Run = %v; want *Error for token 1 wrapping MessageSizeTooLarge", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(acked) != 0 {
-		t.Errorf("acks = %v; want none", acked)
+	if got := acked.get(); len(got) != 0 {
+		t.Errorf("acks = %v; want none", got)
 	}
 }

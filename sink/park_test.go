@@ -16,6 +16,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // parkLog is a Park callback that records what it was handed, in order.
@@ -55,10 +56,12 @@ func pmsg(i int, key string) *schema.Message {
 
 // writes is a producer that acknowledges every batch without bad, and
 // refuses a batch holding bad as Kafka does: a partition error and a record
-// error, nothing written. It records written values and every request's
+// error, nothing written; with maxBatch, it refuses a batch of more records
+// whole, as too large. It records written values and every request's
 // values.
 type writes struct {
-	bad string
+	bad      string
+	maxBatch int
 
 	mu       sync.Mutex
 	written  []string
@@ -71,6 +74,9 @@ func (w *writes) producer(t *testing.T) *fakeProducer {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.requests = append(w.requests, vs)
+		if w.maxBatch > 0 && len(vs) > w.maxBatch {
+			return &kafka.ProduceResponse{Error: kafka.MessageSizeTooLarge}, nil
+		}
 		for i, v := range vs {
 			if w.bad != "" && v == w.bad {
 				return &kafka.ProduceResponse{Error: kafka.InvalidRecord, RecordErrors: map[int]error{i: errors.New("compacted topic needs a key")}}, nil
@@ -155,10 +161,7 @@ func TestParkPayloadOverLimitAckedOnlyAfterPark(t *testing.T) {
 	m2 := pmsg(2, "a")
 	publishAll(t, h.s, pmsg(0, "a"), big, m2, pmsg(3, "b"))
 
-	deadline := time.Now().Add(2 * time.Second)
-	for len(h.acks.get()) < 1 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(2*time.Second, time.Millisecond, func() bool { return len(h.acks.get()) >= 1 })
 	time.Sleep(20 * time.Millisecond)
 	if got := fmt.Sprint(h.acks.get()); got != "[0]" {
 		t.Fatalf("acks while Park has not returned = %s; want [0] (token 1 waits for Park)", got)
@@ -234,25 +237,15 @@ func TestParkIsolatesRefusedRecordInBatch(t *testing.T) {
 // A batch refused as a whole (too large for the topic together) whose
 // records are each fine: all go, one at a time, in order, none parked.
 func TestParkIsolationWithoutCulprit(t *testing.T) {
-	var mu sync.Mutex
-	var written []string
-	prod := &fakeProducer{produce: func(ctx context.Context, req *kafka.ProduceRequest) (*kafka.ProduceResponse, error) {
-		_, vs := readRecords(t, req)
-		if len(vs) > 1 {
-			return &kafka.ProduceResponse{Error: kafka.MessageSizeTooLarge}, nil
-		}
-		mu.Lock()
-		written = append(written, vs...)
-		mu.Unlock()
-		return okResponse(), nil
-	}}
+	w := &writes{maxBatch: 1}
 	pl := &parkLog{}
 	cfg := testConfig()
 	cfg.Linger = time.Hour
 	cfg.Park = pl.park
-	h := start(t, cfg, prod, fixedPartitions(1))
+	h := start(t, cfg, w.producer(t), fixedPartitions(1))
 	publishAll(t, h.s, pmsg(0, "a"), pmsg(1, "b"), pmsg(2, "a"))
 	closeAndWait(t, h)
+	written, _ := w.get()
 	if want := []string{value(0), value(1), value(2)}; fmt.Sprint(written) != fmt.Sprint(want) {
 		t.Errorf("written = %v; want %v", written, want)
 	}

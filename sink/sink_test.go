@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // fakeProducer answers produce requests with a function.
@@ -131,6 +132,20 @@ func msg(i int, key string) *schema.Message {
 	m.ID[0], m.ID[1], m.ID[15] = byte(i>>8), byte(i), 1
 	return m
 }
+
+// publishRange publishes msg(i, key(i)) as token i, for i from from up to
+// to.
+func publishRange(t *testing.T, s *Sink, from, to int, key func(i int) string) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := s.Publish(context.Background(), msg(i, key(i)), uint64(i)); err != nil {
+			t.Fatalf("Publish(%d) = %v", i, err)
+		}
+	}
+}
+
+// sameKey is the key of publishRange's messages when they share one.
+func sameKey(key string) func(int) string { return func(int) string { return key } }
 
 // readRecords drains a produce request's records into key/value strings.
 func readRecords(t *testing.T, req *kafka.ProduceRequest) (keys, values []string) {
@@ -262,11 +277,7 @@ func TestSinkRetriesTransientErrorWithSameBatch(t *testing.T) {
 	cfg := testConfig()
 	cfg.Linger = time.Hour // only Close sends
 	h := start(t, cfg, prod, fixedPartitions(1))
-	for i := range 3 {
-		if err := h.s.Publish(context.Background(), msg(i, "k"), uint64(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishRange(t, h.s, 0, 3, sameKey("k"))
 	h.s.Close()
 	if err := h.wait(t); err != nil {
 		t.Fatalf("Run = %v; want nil", err)
@@ -311,11 +322,7 @@ func TestSinkPermanentErrorNamesTheCulprit(t *testing.T) {
 			cfg := testConfig()
 			cfg.Linger = time.Hour
 			h := start(t, cfg, prod, fixedPartitions(3))
-			for i := 10; i < 13; i++ {
-				if err := h.s.Publish(context.Background(), msg(i, "same-key"), uint64(i)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			publishRange(t, h.s, 10, 13, sameKey("same-key"))
 			h.s.Close()
 			err := h.wait(t)
 			var perr *Error
@@ -371,11 +378,7 @@ func TestSinkCloseFlushesWithoutLinger(t *testing.T) {
 	cfg.Linger = time.Hour
 	cfg.BatchMaxMessages = 10
 	h := start(t, cfg, prod, fixedPartitions(2))
-	for i := range 25 {
-		if err := h.s.Publish(context.Background(), msg(i, fmt.Sprint(i%3)), uint64(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishRange(t, h.s, 0, 25, func(i int) string { return fmt.Sprint(i % 3) })
 	began := time.Now()
 	h.s.Close()
 	if err := h.wait(t); err != nil {
@@ -393,35 +396,25 @@ func TestSinkCloseFlushesWithoutLinger(t *testing.T) {
 }
 
 func TestSinkBatchesBySize(t *testing.T) {
-	var mu sync.Mutex
-	var sizes []int
-	prod := &fakeProducer{produce: func(ctx context.Context, req *kafka.ProduceRequest) (*kafka.ProduceResponse, error) {
-		ks, _ := readRecords(t, req)
-		mu.Lock()
-		sizes = append(sizes, len(ks))
-		mu.Unlock()
-		return okResponse(), nil
-	}}
+	w := &writes{}
 	cfg := testConfig()
 	cfg.Linger = time.Hour
 	cfg.BatchMaxMessages = 10
-	h := start(t, cfg, prod, fixedPartitions(1))
-	for i := range 25 {
-		if err := h.s.Publish(context.Background(), msg(i, "k"), uint64(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h := start(t, cfg, w.producer(t), fixedPartitions(1))
+	publishRange(t, h.s, 0, 25, sameKey("k"))
 	// Two full batches go without waiting for Linger or Close.
-	deadline := time.Now().Add(2 * time.Second)
-	for len(h.acks.get()) < 20 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(2*time.Second, time.Millisecond, func() bool { return len(h.acks.get()) >= 20 })
 	if got := len(h.acks.get()); got != 20 {
 		t.Fatalf("acks before Close = %d; want 20 (two full batches)", got)
 	}
 	h.s.Close()
 	if err := h.wait(t); err != nil {
 		t.Fatal(err)
+	}
+	_, requests := w.get()
+	var sizes []int
+	for _, r := range requests {
+		sizes = append(sizes, len(r))
 	}
 	if fmt.Sprint(sizes) != "[10 10 5]" {
 		t.Errorf("batch sizes = %v; want [10 10 5]", sizes)
@@ -441,11 +434,7 @@ func TestSinkInFlightBoundBlocksPublish(t *testing.T) {
 	cfg := testConfig()
 	cfg.BatchMaxMessages, cfg.MaxInFlightMessages = 2, 4
 	h := start(t, cfg, prod, fixedPartitions(1))
-	for i := range 4 {
-		if err := h.s.Publish(context.Background(), msg(i, "k"), uint64(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishRange(t, h.s, 0, 4, sameKey("k"))
 	done := make(chan error, 1)
 	go func() { done <- h.s.Publish(context.Background(), msg(4, "k"), 4) }()
 	select {
@@ -622,13 +611,7 @@ func TestSinkGuardStopsWritesBeforeTheNextBatch(t *testing.T) {
 	if err := h.s.Publish(context.Background(), msg(1, "k"), 1); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(h.acks.get()) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first message was never acknowledged")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.EventuallyTrue(t, 5*time.Second, "the first message acknowledged", func() bool { return len(h.acks.get()) == 1 })
 	lost.Store(true)
 	if err := h.s.Publish(context.Background(), msg(2, "k"), 2); err != nil {
 		t.Fatal(err)

@@ -1,11 +1,12 @@
 package slot
 
 import (
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/test/pgtest"
 )
 
 func TestMergeConnString(t *testing.T) {
@@ -54,7 +55,7 @@ func TestMergeConnString(t *testing.T) {
 // Whatever the password holds, pgconn reads back exactly it, in both forms,
 // and the rest of the connection string keeps its meaning.
 func TestMergedPasswordRoundTrips(t *testing.T) {
-	cleanPGEnv(t)
+	pgtest.CleanEnv(t)
 	bases := []string{
 		"postgres://u:old@127.0.0.1:5432/db?sslmode=disable&options=-c%20search_path%3Dx",
 		"host=127.0.0.1 port=5432 user=u password=old dbname=db sslmode=disable options='-c search_path=x'",
@@ -97,17 +98,5 @@ func TestRedactConnString(t *testing.T) {
 				t.Errorf("RedactConnString(%q) = %q still shows %q", c.in, got, secret)
 			}
 		}
-	}
-}
-
-// cleanPGEnv makes pgconn see no PG* variables and no ~/.pgpass or
-// ~/.postgresql files, so that only the connection string decides.
-func cleanPGEnv(t *testing.T) {
-	t.Helper()
-	t.Setenv("HOME", t.TempDir())
-	for _, name := range []string{"PGHOST", "PGPORT", "PGUSER", "PGDATABASE", "PGPASSWORD", "PGPASSFILE", "PGOPTIONS",
-		"PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY", "PGSSLCERTMODE", "PGSSLNEGOTIATION", "PGSERVICE", "PGSERVICEFILE"} {
-		t.Setenv(name, "") // restores the value after the test
-		os.Unsetenv(name)
 	}
 }

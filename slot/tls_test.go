@@ -15,19 +15,8 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/slot"
+	"github.com/walrelay/walrelay/test/pgtest"
 )
-
-// cleanPGEnv makes pgconn see no PG* variables and no ~/.postgresql files,
-// so that only the connection string decides.
-func cleanPGEnv(t *testing.T) {
-	t.Helper()
-	t.Setenv("HOME", t.TempDir())
-	for _, name := range []string{"PGHOST", "PGPORT", "PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY",
-		"PGSSLCERTMODE", "PGSSLNEGOTIATION", "PGSSLSNI", "PGSERVICE", "PGSERVICEFILE"} {
-		t.Setenv(name, "") // restores the value after the test
-		os.Unsetenv(name)
-	}
-}
 
 // writeCA writes a self-signed CA certificate and returns its file:
 // pgconn reads sslrootcert as it parses.
@@ -54,7 +43,7 @@ func writeCA(t *testing.T) string {
 }
 
 func TestTLSVerification(t *testing.T) {
-	cleanPGEnv(t)
+	pgtest.CleanEnv(t)
 	ca := writeCA(t)
 	for _, tc := range []struct {
 		name, conn string
@@ -99,7 +88,7 @@ func TestTLSVerification(t *testing.T) {
 // libpq's variables count as pgconn reads them: below the connection
 // string, above the defaults.
 func TestTLSVerificationReadsPGVariables(t *testing.T) {
-	cleanPGEnv(t)
+	pgtest.CleanEnv(t)
 	t.Setenv("PGSSLMODE", "verify-full")
 	t.Setenv("PGSSLROOTCERT", writeCA(t))
 	for conn, want := range map[string]slot.TLSState{
@@ -116,7 +105,7 @@ func TestTLSVerificationReadsPGVariables(t *testing.T) {
 }
 
 func TestTLSVerificationErrors(t *testing.T) {
-	cleanPGEnv(t)
+	pgtest.CleanEnv(t)
 	for name, conn := range map[string]string{
 		"unknown sslmode":      "postgres://u:s3cr3t-pw@db.example/x?sslmode=bogus",
 		"missing root file":    "postgres://u:s3cr3t-pw@db.example/x?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",

@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/walrelay/walrelay/slot"
+	"github.com/walrelay/walrelay/test/pgtest"
 )
 
 // The flags win over the connection string's own sslmode.
 func TestSSLModeFlagOverrides(t *testing.T) {
-	cleanPGEnv(t)
+	pgtest.CleanEnv(t)
 	for _, base := range []string{"postgres://u@db.example/x?sslmode=disable", "postgres://u@db.example/x?ssl=true&sslmode=disable",
 		"host=db.example user=u sslmode=disable"} {
 		o := options{PostgresURL: base, Postgres: slot.ConnParams{SSLMode: "require"}}
@@ -92,17 +93,5 @@ func TestPostgresURLIsRequired(t *testing.T) {
 	_, err := options{Postgres: slot.ConnParams{SSLMode: "verify-full"}}.postgresConnString()
 	if err == nil || !strings.Contains(err.Error(), "--postgres-url") {
 		t.Errorf("no URL: got %v; want an error asking for --postgres-url", err)
-	}
-}
-
-// cleanPGEnv makes pgconn see no PG* variables and no ~/.pgpass or
-// ~/.postgresql files, so that only the connection string decides.
-func cleanPGEnv(t *testing.T) {
-	t.Helper()
-	t.Setenv("HOME", t.TempDir())
-	for _, name := range []string{"PGHOST", "PGPORT", "PGUSER", "PGDATABASE", "PGPASSWORD", "PGPASSFILE", "PGOPTIONS",
-		"PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY", "PGSSLCERTMODE", "PGSSLNEGOTIATION", "PGSERVICE", "PGSERVICEFILE"} {
-		t.Setenv(name, "") // restores the value after the test
-		os.Unsetenv(name)
 	}
 }

@@ -19,6 +19,8 @@ type Record struct {
 	Key       *string
 	Payload   *string
 	Headers   map[string]string
+	// Time is the record's timestamp; zero when it has none.
+	Time time.Time
 }
 
 // Read reads a whole topic with kcat, from the beginning to the end it has
@@ -59,11 +61,15 @@ func parseKcat(out []byte) ([]Record, error) {
 			Key       *string   `json:"key"`
 			Payload   *string   `json:"payload"`
 			Headers   []*string `json:"headers"`
+			TS        int64     `json:"ts"`
 		}
 		if err := json.Unmarshal(line, &raw); err != nil {
 			return nil, fmt.Errorf("%w in %q", err, line)
 		}
 		r := Record{Topic: raw.Topic, Partition: raw.Partition, Offset: raw.Offset, Key: raw.Key, Payload: raw.Payload, Headers: map[string]string{}}
+		if raw.TS > 0 {
+			r.Time = time.UnixMilli(raw.TS)
+		}
 		for i := 0; i+1 < len(raw.Headers); i += 2 {
 			if raw.Headers[i] == nil {
 				continue
