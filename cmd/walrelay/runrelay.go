@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -40,46 +41,12 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := warnPostgresTLS(log, c.Slot.ConnString); err != nil {
 		return err
 	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		buildInfo())
-	// One walrelay publishes per slot; the others wait as standbys and take
-	// over when it goes.
-	elector, err := leader.New(c.Leader, log, reg)
+	p, err := buildProcess(c, log)
 	if err != nil {
 		return err
 	}
-	// A few connections for the dead-letter table: the sink parks from its
-	// partitions' goroutines.
-	pool, err := slot.OpenPool(c.Slot, 4)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	store, err := dlq.New(pool, c.Schema.DeadLetterTable())
-	if err != nil {
-		return err
-	}
-	sinkCfg := c.Sink
-	if sinkCfg.Metrics, err = sink.NewMetrics(reg); err != nil {
-		return err
-	}
-	sinkCfg.Guard = elector.Check
-	r, err := buildRelay(c, sinkCfg, log, reg, store)
-	if err != nil {
-		return err
-	}
-	if w := kafkaSecurityWarning(sinkCfg.TLS, sinkCfg.SASL); w != "" {
-		log.Warn(w)
-	}
-	// The monitor reads the slot's figures for the metrics and the stall
-	// watchdog and, while r streams, writes heartbeats.
-	mon, err := slot.NewMonitor(c.Monitor, log, reg, r)
-	if err != nil {
-		return err
-	}
-	if err := preflight(ctx, c, log, sinkCfg, store); err != nil {
+	defer p.pool.Close()
+	if err := preflight(ctx, c, log, p.sinkCfg, p.store); err != nil {
 		return err
 	}
 	var ln net.Listener
@@ -89,11 +56,77 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	log.Info("walrelay starting", zap.String("version", version()), zap.String("slot", c.Slot.Slot),
-		zap.String("publication", c.Slot.Publication), zap.Stringer("table", c.Slot.Table), zap.Strings("kafka_brokers", sinkCfg.Brokers),
-		zap.Bool("kafka_tls", sinkCfg.TLS != nil), zap.String("kafka_sasl", saslName(sinkCfg.SASL)),
+		zap.String("publication", c.Slot.Publication), zap.Stringer("table", c.Slot.Table), zap.Strings("kafka_brokers", p.sinkCfg.Brokers),
+		zap.Bool("kafka_tls", p.sinkCfg.TLS != nil), zap.String("kafka_sasl", saslName(p.sinkCfg.SASL)),
 		zap.String("metrics_addr", c.Metrics), zap.String("memory_limit", memoryLimitField(memLimit)),
 		zap.Bool("memory_limit_default", memLimitSet))
+	return p.run(ctx, ln)
+}
 
+// process is what `walrelay run` runs: the elector, the relay it runs as
+// leader, the slot monitor, and the metrics they share.
+type process struct {
+	reg     *prometheus.Registry
+	elector *leader.Elector
+	relay   *relay.Relay
+	monitor *slot.Monitor
+	pool    *pgxpool.Pool // the dead-letter table's connections; the caller closes it
+	store   *dlq.Store
+	sinkCfg sink.Config
+}
+
+// buildProcess makes the process's parts; it starts nothing.
+func buildProcess(c config, log *zap.Logger) (*process, error) {
+	p := &process{reg: prometheus.NewRegistry()}
+	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo())
+	var err error
+	// One walrelay publishes per slot; the others wait as standbys and take
+	// over when it goes.
+	if p.elector, err = leader.New(c.Leader, log, p.reg); err != nil {
+		return nil, err
+	}
+	// A few connections for the dead-letter table: the sink parks from its
+	// partitions' goroutines.
+	if p.pool, err = slot.OpenPool(c.Slot, 4); err != nil {
+		return nil, err
+	}
+	if p.store, err = dlq.New(p.pool, c.Schema.DeadLetterTable()); err != nil {
+		p.pool.Close()
+		return nil, err
+	}
+	if err := p.buildRelay(c, log); err != nil {
+		p.pool.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// buildRelay makes the sink's configuration, the relay and the monitor
+// that watches it.
+func (p *process) buildRelay(c config, log *zap.Logger) error {
+	var err error
+	p.sinkCfg = c.Sink
+	if p.sinkCfg.Metrics, err = sink.NewMetrics(p.reg); err != nil {
+		return err
+	}
+	p.sinkCfg.Guard = p.elector.Check
+	if p.relay, err = buildRelay(c, p.sinkCfg, log, p.reg, p.store); err != nil {
+		return err
+	}
+	if w := kafkaSecurityWarning(p.sinkCfg.TLS, p.sinkCfg.SASL); w != "" {
+		log.Warn(w)
+	}
+	// The monitor reads the slot's figures for the metrics and the stall
+	// watchdog and, while the relay streams, writes heartbeats.
+	p.monitor, err = slot.NewMonitor(c.Monitor, log, p.reg, p.relay)
+	return err
+}
+
+// run runs the parts in one errgroup until ctx ends or one fails: the
+// elector (which runs the relay while it leads), the monitor, and, with
+// ln, the metrics and health server.
+func (p *process) run(ctx context.Context, ln net.Listener) error {
 	g, gctx := errgroup.WithContext(ctx)
 	relayDone := make(chan struct{})
 	// The monitor watches until the relay is done, so that a drain at
@@ -102,12 +135,12 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	g.Go(func() error {
 		defer close(relayDone)
 		defer stopMon()
-		return elector.Run(gctx, r.Run)
+		return p.elector.Run(gctx, p.relay.Run)
 	})
-	g.Go(func() error { return mon.Run(monCtx) })
+	g.Go(func() error { return p.monitor.Run(monCtx) })
 	if ln != nil {
-		ready := readiness{leader: elector.Check, relay: r, monitor: mon}
-		g.Go(func() error { return serveMetrics(ln, reg, ready.check, relayDone) })
+		ready := readiness{leader: p.elector.Check, relay: p.relay, monitor: p.monitor}
+		g.Go(func() error { return serveMetrics(ln, p.reg, ready.check, relayDone) })
 	}
 	return g.Wait()
 }
