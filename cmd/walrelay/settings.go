@@ -172,7 +172,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 	"prune": func(s *flagSet, o *options) {
 		postgresFlags(s, o)
 		s.group("Outbox table")
-		s.str(&o.Table, "table", "outbox table, schema-qualified")
+		s.str(&o.Table, "table", tableHelp)
 		s.str(&o.Columns.OccurredAt, "column-occurred-at", "column holding the event time, which --retention counts from")
 		slotFlag(s, o)
 		s.group("Pruning")
@@ -220,19 +220,25 @@ func postgresFlags(s *flagSet, o *options) {
 // dead-letter table.
 func outboxFlags(s *flagSet, o *options, deadLetters bool) {
 	s.group("Outbox")
-	s.str(&o.Table, "table", "outbox table, schema-qualified")
+	s.str(&o.Table, "table", tableHelp)
 	s.str(&o.Publication, "publication", "publication covering the outbox table")
 	if deadLetters {
-		s.str(&o.DeadLetterTable, "dead-letter-table", "dead-letter table, schema-qualified (default: the outbox table's name with _dead_letters)")
+		s.str(&o.DeadLetterTable, "dead-letter-table", deadLetterTableHelp)
 	}
 }
+
+// The help of the flags several groups bind.
+const (
+	tableHelp           = "outbox table, schema-qualified"
+	deadLetterTableHelp = "dead-letter table, schema-qualified (default: the outbox table's name with _dead_letters)"
+)
 
 // deadLetterFlags name the dead-letter table, by itself or from the outbox
 // table's name.
 func deadLetterFlags(s *flagSet, o *options) {
 	s.group("Dead-letter table")
-	s.str(&o.Table, "table", "outbox table, schema-qualified")
-	s.str(&o.DeadLetterTable, "dead-letter-table", "dead-letter table, schema-qualified (default: the outbox table's name with _dead_letters)")
+	s.str(&o.Table, "table", tableHelp)
+	s.str(&o.DeadLetterTable, "dead-letter-table", deadLetterTableHelp)
 }
 
 func columnFlags(s *flagSet, o *options) {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -33,11 +32,7 @@ func TestFailover(t *testing.T) {
 
 func failoverLosesNothing(t *testing.T, mode string) {
 	p := harness.NewPair(t, true)
-	p.F.WalrelayOK("init")
-	r := p.F.Run()
-	r.WaitStarted()
-	ctx, stopLoad := context.WithCancel(context.Background())
-	wait := p.Load(ctx)
+	r, stopLoad := p.StartUnderLoad(t)
 	t.Logf("the standby had a synced copy of the slot after %s", p.SyncedSlot(t).Round(time.Millisecond))
 	checkReadiness(t, p, "ok")
 	time.Sleep(2 * time.Second) // load streams through walrelay
@@ -47,8 +42,7 @@ func failoverLosesNothing(t *testing.T, mode string) {
 	r.WaitLine(`"PostgreSQL failed over`, 2*time.Minute)
 	resumed := time.Since(began)
 	time.Sleep(2 * time.Second) // load streams through the new primary
-	stopLoad()
-	rounds, failed := wait()
+	rounds, failed := stopLoad()
 
 	if after := p.Standby.Timeline(t); after != before+1 {
 		t.Errorf("timeline of the new primary: got %d; want %d", after, before+1)
@@ -74,17 +68,12 @@ func failoverLosesNothing(t *testing.T, mode string) {
 
 func failoverWithoutFailoverSlotsStops(t *testing.T, mode string) {
 	p := harness.NewPair(t, true)
-	p.F.WalrelayOK("init")
-	r := p.F.Run()
-	r.WaitStarted()
-	ctx, stopLoad := context.WithCancel(context.Background())
-	wait := p.Load(ctx)
+	r, stopLoad := p.StartUnderLoad(t)
 	checkReadiness(t, p, "warn")
 	time.Sleep(2 * time.Second)
 	began, _ := p.Failover(t, mode)
 	code := r.Wait(2 * time.Minute)
 	stopLoad()
-	wait()
 	out := r.Stderr.String()
 	t.Logf("walrelay stopped %s after the %s with: %s", time.Since(began).Round(time.Millisecond), mode, lastLine(out))
 	if code != 1 {

@@ -3,7 +3,6 @@
 package faults
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -23,19 +22,14 @@ func TestFailoverWithoutSynchronizedStandbySlots(t *testing.T) {
 		t.Skipf("PostgreSQL %d has no failover slots: test/e2e's TestFailover covers it", pgserver.Major())
 	}
 	p := harness.NewPair(t, false)
-	p.F.WalrelayOK("init")
-	r := p.F.Run()
-	r.WaitStarted()
-	ctx, stopLoad := context.WithCancel(context.Background())
-	wait := p.Load(ctx)
+	r, stopLoad := p.StartUnderLoad(t)
 	synced := p.SyncedSlot(t)
 	time.Sleep(2 * time.Second)
 	began, promoted := p.Failover(t, "kill")
 	r.WaitLine(`"PostgreSQL failed over`, 2*time.Minute)
 	resumed := time.Since(began)
 	time.Sleep(2 * time.Second)
-	stopLoad()
-	rounds, failed := wait()
+	rounds, failed := stopLoad()
 	p.F.WaitConfirmed(r, p.F.CurrentLSN(), 2*time.Minute)
 	if code := r.Stop(); code != 0 {
 		t.Errorf("walrelay run exit code after SIGTERM: got %d; want 0", code)

@@ -38,6 +38,19 @@ func NewPair(t *testing.T, syncStandby bool) *Pair {
 	return &Pair{Primary: primary, Standby: standby, F: NewWith(t, hosts+" user=walrelay", brokers, "order")}
 }
 
+// StartUnderLoad runs `walrelay init` and `walrelay run` on the pair,
+// waits until the relay streams, and starts Load; stop ends the load and
+// returns its rounds and the rounds the failover cut.
+func (p *Pair) StartUnderLoad(t *testing.T) (r *Relay, stop func() (rounds, failed int)) {
+	t.Helper()
+	p.F.WalrelayOK("init")
+	r = p.F.Run()
+	r.WaitStarted()
+	ctx, cancel := context.WithCancel(context.Background())
+	wait := p.Load(ctx)
+	return r, func() (int, int) { cancel(); return wait() }
+}
+
 // Load writes rounds of 1-100-row transactions until ctx ends, two
 // writers each pausing 20 ms between its transactions, whichever server is
 // primary; a round cut by the failover is cut, not retried. wait returns
