@@ -273,6 +273,12 @@ func scopeRule(f *facts) []check.Result {
 // slotRuleName names the rule that fails exactly when the slot is missing.
 const slotRuleName = "slot"
 
+// The rules that fail a slot the server invalidated (IsSlotGone).
+const (
+	walStatusRuleName   = "slot wal_status"
+	invalidatedRuleName = "slot invalidated"
+)
+
 func slotRule(f *facts) []check.Result {
 	const name = slotRuleName
 	s, fig := f.cfg.Slot, f.figures
@@ -324,7 +330,7 @@ func databaseRule(f *facts) []check.Result {
 }
 
 func walStatusRule(f *facts) []check.Result {
-	const name = "slot wal_status"
+	const name = walStatusRuleName
 	if !f.slotExists() {
 		return nil
 	}
@@ -390,7 +396,7 @@ func primaryRule(f *facts) []check.Result {
 // invalidatedRule fails a slot the server invalidated (PostgreSQL 16 and
 // later say so beside wal_status): it decodes no more.
 func invalidatedRule(f *facts) []check.Result {
-	const name = "slot invalidated"
+	const name = invalidatedRuleName
 	if !f.slotExists() {
 		return nil
 	}
