@@ -43,11 +43,17 @@ func (t *table) has(f schema.Field) bool {
 	return false
 }
 
-func (t *table) col(f schema.Field) string { return schema.QuoteIdentifier(t.names[f]) }
+// col is field f's column, qualified by the table's alias: in ORDER BY a
+// bare name would mean the output column of that name, which is the text
+// cast, and sort versions as text ("10" before "9").
+func (t *table) col(f schema.Field) string { return alias + "." + schema.QuoteIdentifier(t.names[f]) }
+
+// alias names the outbox table in the queries.
+const alias = "o"
 
 // commitMicros is a row's commit time in microseconds since 1970 as
 // text, NULL when unknown (a frozen or too old transaction).
-const commitMicros = "(extract(epoch from pg_xact_commit_timestamp(xmin)) * 1000000)::int8"
+const commitMicros = "(extract(epoch from pg_xact_commit_timestamp(" + alias + ".xmin)) * 1000000)::int8"
 
 // query is the SQL of one selection: the rows (every column as text, then
 // the commit time when tracked), their count, and the order in words.
@@ -65,13 +71,13 @@ func (t *table) build(sel Selection) (query, error) {
 	}
 	list := make([]string, 0, len(t.cols)+1)
 	for _, c := range t.cols {
-		list = append(list, schema.QuoteIdentifier(c.Name)+"::text")
+		list = append(list, alias+"."+schema.QuoteIdentifier(c.Name)+"::text")
 	}
 	if t.commitTS {
 		list = append(list, commitMicros+"::text")
 	}
 	by, words := t.orderBy()
-	from := " FROM " + t.name.Quoted() + where
+	from := " FROM " + t.name.Quoted() + " AS " + alias + where
 	return query{
 		rows:  "SELECT " + strings.Join(list, ", ") + from + " ORDER BY " + by,
 		count: "SELECT count(*)" + from,

@@ -29,12 +29,12 @@ func TestOrderFollowsWhatTheTableHas(t *testing.T) {
 		words    string
 	}{
 		{"everything", true, []string{"aggregate_version", "occurred_at"},
-			`"aggregate_version", ` + commitMicros + ` NULLS FIRST, "occurred_at", "message_id"`,
+			`o."aggregate_version", ` + commitMicros + ` NULLS FIRST, o."occurred_at", o."message_id"`,
 			"aggregate_version, then commit time (track_commit_timestamp is on), then occurred_at, then message_id"},
 		{"no commit timestamps", false, []string{"aggregate_version", "occurred_at"},
-			`"aggregate_version", "occurred_at", "message_id"`, "aggregate_version, then occurred_at, then message_id"},
-		{"no version", false, []string{"occurred_at"}, `"occurred_at", "message_id"`, "occurred_at, then message_id"},
-		{"only the required columns", false, nil, `"message_id"`, "message_id"},
+			`o."aggregate_version", o."occurred_at", o."message_id"`, "aggregate_version, then occurred_at, then message_id"},
+		{"no version", false, []string{"occurred_at"}, `o."occurred_at", o."message_id"`, "occurred_at, then message_id"},
+		{"only the required columns", false, nil, `o."message_id"`, "message_id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sql, words := testTable(tc.commitTS, append(required, tc.extra...)...).orderBy()
@@ -54,14 +54,14 @@ func TestSelectionBecomesWhere(t *testing.T) {
 	if err != nil {
 		t.Fatalf("build = %v; want a query", err)
 	}
-	wantWhere := ` WHERE "occurred_at" >= $1 AND "occurred_at" < $2 AND "aggregate_type"::text = $3 AND "aggregate_id"::text = $4 AND "type"::text = $5`
+	wantWhere := ` AS o WHERE o."occurred_at" >= $1 AND o."occurred_at" < $2 AND o."aggregate_type"::text = $3 AND o."aggregate_id"::text = $4 AND o."type"::text = $5`
 	if !strings.HasSuffix(q.count, wantWhere) || !strings.Contains(q.rows, wantWhere+" ORDER BY ") {
 		t.Errorf("count %q, rows %q; want both with %q", q.count, q.rows, wantWhere)
 	}
 	if len(q.args) != 5 || q.args[0] != since || q.args[4] != "order.paid" {
 		t.Errorf("args = %v; want since, until, order, 42, order.paid", q.args)
 	}
-	if !strings.HasPrefix(q.rows, `SELECT "message_id"::text, "aggregate_type"::text, "aggregate_id"::text, "type"::text, "payload"::text, "occurred_at"::text, `+commitMicros+"::text FROM") {
+	if !strings.HasPrefix(q.rows, `SELECT o."message_id"::text, o."aggregate_type"::text, o."aggregate_id"::text, o."type"::text, o."payload"::text, o."occurred_at"::text, `+commitMicros+"::text FROM") {
 		t.Errorf("rows = %q; want every column as text, then the commit time", q.rows)
 	}
 	if q, err := tb.build(Selection{}); err != nil || strings.Contains(q.count, "WHERE") || len(q.args) != 0 {
