@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/walrelay/walrelay/bytesize"
 	"github.com/walrelay/walrelay/check"
@@ -21,15 +22,19 @@ type rule func(*facts) []check.Result
 
 // The rules are in groups, in the order walrelay needs things: `walrelay
 // init` creates the publication between the table's group and the
-// publication's, and the slot between the publication's and the slot's.
-// Together they are the one list of what walrelay needs of PostgreSQL:
-// Check reports all of it, a preflight refuses on its first failure.
+// publication's, and the slot between the publication's and the slot's;
+// `walrelay recover` replaces the slot while its recovery is pending, so
+// that group comes before the slot's, and a slot missing or lost during a
+// recovery is refused with the recovery's words. Together they are the one
+// list of what walrelay needs of PostgreSQL: Check reports all of it, a
+// preflight refuses on its first failure.
 var (
 	versionRules     = []rule{versionRule, primaryRule}
 	settingRules     = []rule{walLevelRule, slotsRule, sendersRule, keepSizeRule, idleTimeoutRule}
 	roleRules        = []rule{replicationRule, connectRule}
 	tableRules       = []rule{tableRule}
 	publicationRules = []rule{publicationRule, creatorRule, insertsRule, coversRule, scopeRule}
+	recoveryRules    = []rule{recoveryRule}
 	slotRules        = []rule{slotRule, pluginRule, databaseRule, walStatusRule, invalidatedRule, lagRule}
 	failoverRules    = []rule{failoverRule, syncStandbySlotsRule}
 )
@@ -38,7 +43,9 @@ var (
 func serverRules() [][]rule { return [][]rule{versionRules, settingRules, roleRules, tableRules} }
 
 // allRules is the whole list, in order.
-func allRules() [][]rule { return append(serverRules(), publicationRules, slotRules, failoverRules) }
+func allRules() [][]rule {
+	return append(serverRules(), publicationRules, recoveryRules, slotRules, failoverRules)
+}
 
 // judge applies the groups of rules to f, in order.
 func judge(f *facts, groups ...[]rule) []check.Result {
@@ -267,6 +274,45 @@ func scopeRule(f *facts) []check.Result {
 	}
 	return one(check.Warning(name, fmt.Sprintf("publication %q also publishes %s", pub, strings.Join(more, ", ")), fix))
 }
+
+// recoveryRule refuses a slot whose recovery (`walrelay recover`) is
+// pending: the slot may be one the recovery created before it published
+// the rows committed before the slot's consistent point, which must reach
+// Kafka before anything the slot streams; or the recovery stopped before
+// it replaced a lost slot. A recoveries table that cannot be read is a
+// failure saying so, never "none pending".
+func recoveryRule(f *facts) []check.Result {
+	const name = "recovery"
+	r := f.recovery
+	switch {
+	case f.recoveryErr != nil:
+		return one(check.Failure(name, "cannot read: "+f.recoveryErr.Error(),
+			"Fix the cause in the error; walrelay's role reads "+f.cfg.Recoveries.String()+" ("+schema.GrantsForRole+")."))
+	case !f.recoveryFound:
+		return one(check.Pass(name, "none pending"))
+	case !r.Pending():
+		return one(check.Pass(name, "none pending (the last finished at "+utc(*r.FinishedAt)+")"))
+	}
+	return one(check.Failure(name, fmt.Sprintf("a recovery of slot %q (%s) is pending", r.Slot, r.describe()),
+		"Run `walrelay recover` again to finish it; walrelay will not stream before that."))
+}
+
+// describe says which rows the recovery needs, and when and by whom it
+// was started.
+func (r Recovery) describe() string {
+	rows := "every row"
+	if r.Since != nil {
+		rows = "rows since " + utc(*r.Since)
+	}
+	by := ""
+	if r.StartedBy != "" {
+		by = " by " + r.StartedBy
+	}
+	return rows + ", started at " + utc(r.StartedAt) + by
+}
+
+// utc formats t in RFC 3339, UTC, to the second.
+func utc(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // slotRule reports whether the slot exists; the other slot rules say
 // nothing when it cannot be read or is missing.

@@ -366,6 +366,7 @@ func (o options) resolve(s *flagSet) (config, error) {
 		}
 		c.Slot = o.Slot
 		c.Slot.ConnString, c.Slot.Table, c.Slot.Publication = conn, c.Schema.Table, c.Schema.Publication
+		c.Slot.Recoveries = c.Schema.RecoveryTable() // beside the dead-letter table, wherever that is
 		if err := schema.ValidateSlotName(c.Slot.Slot); err != nil {
 			return config{}, err
 		}
