@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/walrelay/walrelay/bytesize"
 	"github.com/walrelay/walrelay/check"
@@ -293,26 +292,9 @@ func recoveryRule(f *facts) []check.Result {
 	case !r.Pending():
 		return one(check.Pass(name, "none pending (the last finished at "+utc(*r.FinishedAt)+")"))
 	}
-	return one(check.Failure(name, fmt.Sprintf("a recovery of slot %q (%s) is pending", r.Slot, r.describe()),
+	return one(check.Failure(name, "a "+r.String()+" is pending",
 		"Run `walrelay recover` again to finish it; walrelay will not stream before that."))
 }
-
-// describe says which rows the recovery needs, and when and by whom it
-// was started.
-func (r Recovery) describe() string {
-	rows := "every row"
-	if r.Since != nil {
-		rows = "rows since " + utc(*r.Since)
-	}
-	by := ""
-	if r.StartedBy != "" {
-		by = " by " + r.StartedBy
-	}
-	return rows + ", started at " + utc(r.StartedAt) + by
-}
-
-// utc formats t in RFC 3339, UTC, to the second.
-func utc(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // slotRule reports whether the slot exists; the other slot rules say
 // nothing when it cannot be read or is missing.
