@@ -41,9 +41,9 @@ type Recovery struct {
 	Published, Parked int64
 }
 
-// Pending reports whether the recovery has not finished: the slot may then
-// be one the recovery created but has not published the rows before, and
-// those rows must stay in the outbox table.
+// Pending reports whether the recovery has not finished: its slot may then
+// be past rows not yet published, which must stay in the outbox table and
+// reach Kafka before anything the slot streams.
 func (r Recovery) Pending() bool { return r.FinishedAt == nil }
 
 // String says whose recovery it is, which rows it needs, and when and by
@@ -76,8 +76,8 @@ type execQuerier interface {
 	Querier
 }
 
-// recoveryColumns are the columns ReadRecovery scans, in scanRecovery's
-// order. consistent_lsn reads 0/0 while NULL: no record starts there.
+// recoveryColumns are the columns ReadRecovery scans, in its order.
+// consistent_lsn reads 0/0 while NULL: no record starts there.
 const recoveryColumns = `slot_name, since, started_at, coalesce(started_by, ''), coalesce(force_reason, ''),
 	coalesce(consistent_lsn, '0/0')::text, finished_at, coalesce(published, 0), coalesce(parked, 0)`
 

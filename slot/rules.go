@@ -286,7 +286,7 @@ func recoveryRule(f *facts) []check.Result {
 	switch {
 	case f.recoveryErr != nil:
 		return one(check.Failure(name, "cannot read: "+f.recoveryErr.Error(),
-			"Fix the cause in the error; walrelay's role reads "+f.cfg.Recoveries.String()+" ("+schema.GrantsForRole+")."))
+			"Fix the cause in the error; walrelay's role needs SELECT on "+f.cfg.Recoveries.String()+", which "+schema.GrantsForRole+" grants."))
 	case !f.recoveryFound:
 		return one(check.Pass(name, "none pending"))
 	case !r.Pending():

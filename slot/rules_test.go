@@ -223,7 +223,7 @@ func TestRecoveryRule(t *testing.T) {
 			f.recovery, f.recoveryFound, f.figures = r, true, Figures{}
 		}, check.Fail, `a recovery of slot "relay" (every row, started at 2025-03-02T07:30:00Z) is pending`},
 		{"unreadable", func(f *facts) { f.recoveryErr = errors.New("permission denied for table outbox_recoveries") }, check.Fail,
-			"cannot read: permission denied for table outbox_recoveries; fix: Fix the cause in the error; walrelay's role reads public.outbox_recoveries"},
+			"cannot read: permission denied for table outbox_recoveries; fix: Fix the cause in the error; walrelay's role needs SELECT on public.outbox_recoveries"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := goodFacts()
