@@ -198,15 +198,37 @@ func lagOf(t *testing.T, r check.Result) uint64 {
 	return n
 }
 
+// slotCase is a setup of the publication and the slot and what check
+// must say of them.
+type slotCase struct {
+	name  string
+	setup func(*fixture)
+	pub   []string // results from "publication" up to before "slot"
+	slot  []string
+	found map[string]string // name -> text the found must contain
+}
+
+// A physical slot is a case of its own, not parallel: while it exists,
+// the synchronized_standby_slots rule of every other check on the server
+// has a physical slot to speak of. A test that is not parallel runs while
+// the parallel ones wait, and its cleanup drops the slot before they go on.
+func TestCheckPhysicalSlot(t *testing.T) {
+	checkSlotCase(t, slotCase{
+		name: "physical slot",
+		setup: func(f *fixture) {
+			f.createPublication(f.table, "insert")
+			f.exec("SELECT pg_create_physical_replication_slot($1)", f.slot)
+		},
+		pub: goodPublication,
+		// No WAL reserved: no wal_status, no confirmed position.
+		slot:  []string{"slot=ok", "slot plugin=fail", "slot database=fail", "slot wal_status=warn", "slot lag=fail"},
+		found: map[string]string{"slot plugin": "physical"},
+	})
+}
+
 func TestCheckPublicationAndSlotProblems(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name  string
-		setup func(*fixture)
-		pub   []string // results from "publication" up to before "slot"
-		slot  []string
-		found map[string]string // name -> text the found must contain
-	}{
+	for _, tc := range []slotCase{
 		{
 			name:  "missing publication and slot",
 			setup: func(*fixture) {},
@@ -247,34 +269,27 @@ func TestCheckPublicationAndSlotProblems(t *testing.T) {
 			slot:  goodSlot,
 			found: map[string]string{"publication table": "does not include", "publication scope": "1 other table"},
 		},
-		{
-			name: "physical slot",
-			setup: func(f *fixture) {
-				f.createPublication(f.table, "insert")
-				f.exec("SELECT pg_create_physical_replication_slot($1)", f.slot)
-			},
-			pub: goodPublication,
-			// No WAL reserved: no wal_status, no confirmed position.
-			slot:  []string{"slot=ok", "slot plugin=fail", "slot database=fail", "slot wal_status=warn", "slot lag=fail"},
-			found: map[string]string{"slot plugin": "physical"},
-		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t)
-			tc.setup(f)
-
-			got, _ := runCheck(t, f.config())
-			t.Logf("check:\n%s", dump(got))
-
-			sf := f.serverFacts()
-			wantStatuses(t, got, slices.Concat(sf.head(), tc.pub, noRecovery, tc.slot, f.failover(sf)))
-			for name, text := range tc.found {
-				if r := find(t, got, name); !strings.Contains(r.Found, text) {
-					t.Errorf("check %q found: got %q; want it to contain %q", name, r.Found, text)
-				}
-			}
+			checkSlotCase(t, tc)
 		})
+	}
+}
+
+func checkSlotCase(t *testing.T, tc slotCase) {
+	f := newFixture(t)
+	tc.setup(f)
+
+	got, _ := runCheck(t, f.config())
+	t.Logf("check:\n%s", dump(got))
+
+	sf := f.serverFacts()
+	wantStatuses(t, got, slices.Concat(sf.head(), tc.pub, noRecovery, tc.slot, f.failover(sf)))
+	for name, text := range tc.found {
+		if r := find(t, got, name); !strings.Contains(r.Found, text) {
+			t.Errorf("check %q found: got %q; want it to contain %q", name, r.Found, text)
+		}
 	}
 }
 
