@@ -70,7 +70,7 @@ func NewWith(t *testing.T, pgURL, brokers string, aggregateTypes ...string) *Fix
 	}
 	pg.DropSlot(f.Slot)
 	pg.DropPublication(f.Publication)
-	pg.DropTable(f.Table, f.Table+"_dead_letters")
+	pg.DropTable(f.Table, f.Table+"_dead_letters", f.Table+"_recoveries")
 	// The topics walrelay made on its own go too.
 	t.Cleanup(func() {
 		if err := kafkatest.DeleteTopicsWithPrefix(f.Brokers, f.TopicPrefix+"."); err != nil {
