@@ -3,6 +3,7 @@ package decoder
 import (
 	"testing"
 
+	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/pgoutputtest"
 )
 
@@ -26,5 +27,23 @@ func BenchmarkDecodeInsert(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkRowDecode decodes one outbox row read by SQL. It costs what
+// BenchmarkDecodeInsert does, plus the payload's copy.
+func BenchmarkRowDecode(b *testing.B) {
+	cols := outboxColumns()
+	r, err := NewRowDecoder(Config{}, sqlColumns(cols))
+	if err != nil {
+		b.Fatal(err)
+	}
+	vals := sqlValues(b, rowFor(cols, outboxRow()))
+	pos := schema.Position{CommitLSN: finalLSN}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Decode(vals, pos, commitTime); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -94,6 +94,19 @@ type txState struct {
 // New validates cfg, fills its defaults and returns a Decoder with an
 // empty relation cache and no open transaction.
 func New(cfg Config) (*Decoder, error) {
+	cfg, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return &Decoder{
+		table:     cfg.Table,
+		names:     cfg.Columns.Names(),
+		relations: map[uint32]*relation{},
+	}, nil
+}
+
+// resolve fills cfg's defaults and validates it.
+func (cfg Config) resolve() (Config, error) {
 	if cfg.Table == (schema.Table{}) {
 		cfg.Table = schema.DefaultConfig().Table
 	}
@@ -104,19 +117,15 @@ func New(cfg Config) (*Decoder, error) {
 		cfg.Columns = schema.DefaultColumns()
 	}
 	if err := schema.ValidateIdentifier("table schema", cfg.Table.Schema); err != nil {
-		return nil, fmt.Errorf("decoder config: %w", err)
+		return cfg, fmt.Errorf("decoder config: %w", err)
 	}
 	if err := schema.ValidateIdentifier("table", cfg.Table.Name); err != nil {
-		return nil, fmt.Errorf("decoder config: %w", err)
+		return cfg, fmt.Errorf("decoder config: %w", err)
 	}
 	if err := cfg.Columns.Validate(); err != nil {
-		return nil, fmt.Errorf("decoder config: %w", err)
+		return cfg, fmt.Errorf("decoder config: %w", err)
 	}
-	return &Decoder{
-		table:     cfg.Table,
-		names:     cfg.Columns.Names(),
-		relations: map[uint32]*relation{},
-	}, nil
+	return cfg, nil
 }
 
 // Decode reads one pgoutput message (the WALData of one XLogData frame).

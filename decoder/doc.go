@@ -31,7 +31,14 @@
 // the decoder's view of the stream can no longer be trusted, and the caller
 // should end the session and start a new one with a new Decoder.
 //
+// RowDecoder decodes outbox rows read by SQL instead, every column cast to
+// text, to recover rows the stream no longer holds. It maps the columns and
+// converts a row with the stream's code, so a row read either way becomes
+// the same Message or the same *BadRowError. Its Messages share no memory
+// with the values it was given.
+//
 // The text forms the decoder reads depend on the walsender session's
-// settings: timestamps must be printed with DateStyle ISO and bytea with
-// bytea_output hex (both PostgreSQL defaults). Other forms are bad rows.
+// settings (or, for RowDecoder, the reading session's): timestamps must be
+// printed with DateStyle ISO and bytea with bytea_output hex (both
+// PostgreSQL defaults). Other forms are bad rows.
 package decoder

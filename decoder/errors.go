@@ -31,7 +31,9 @@ type BadRowError struct {
 	AggregateID   string
 	// CommitLSN is the final LSN of the row's transaction (from its Begin),
 	// CommitTime its commit time, and Seq the row's place among the
-	// transaction's outbox rows: CommitLSN and Seq are its Position.
+	// transaction's outbox rows: CommitLSN and Seq are its Position. Of a
+	// row read by SQL, they are the position and time RowDecoder.Decode was
+	// given.
 	CommitLSN  pglogrepl.LSN
 	CommitTime time.Time
 	Seq        uint32

@@ -23,7 +23,18 @@ const (
 	oidJSONB       = 3802
 )
 
-// relation is what the decoder keeps of one Relation message.
+// Column is one column of the outbox table as PostgreSQL describes it: a
+// Relation message lists them, and so does pg_attribute (in attnum order,
+// dropped columns left out, which is the order a Relation message uses).
+type Column struct {
+	Name string
+	// Type is the column's type OID (pg_attribute.atttypid, the OID a
+	// Relation message carries).
+	Type uint32
+}
+
+// relation is what the decoder keeps of one Relation message, or of the
+// columns a RowDecoder was given.
 type relation struct {
 	// outbox is true for the configured table; rows of other tables are
 	// skipped.
@@ -51,35 +62,49 @@ type fieldProblem struct {
 // identity, Int16 column count, then per column Int8 flags, String name,
 // Int32 type OID, Int32 type modifier.
 //
-// Nothing is allocated per announced column: a count is only a loop bound,
-// and the loop stops at the end of the buffer.
+// Nothing is allocated up front for the announced columns: a count is only
+// a loop bound, and the loop stops at the end of the buffer. Only the
+// outbox relation's columns are kept.
 func (d *Decoder) relation(r *reader) error {
 	id := r.u32()
 	namespace, name := r.cstring(), r.cstring()
 	r.u8()
-	rel := &relation{ncols: int(r.u16())}
-	rel.outbox = string(namespace) == d.table.Schema && string(name) == d.table.Name
-	for f := range rel.col {
-		rel.col[f] = -1
-	}
-	for i := 0; i < rel.ncols && !r.short; i++ {
+	ncols := int(r.u16())
+	outbox := string(namespace) == d.table.Schema && string(name) == d.table.Name
+	var cols []Column
+	for i := 0; i < ncols && !r.short; i++ {
 		r.u8()
 		colName := r.cstring()
 		typ := r.u32()
 		r.u32()
-		if rel.outbox {
-			rel.mapColumn(&d.names, i, string(colName), typ)
-			rel.names = append(rel.names, string(colName))
+		if outbox {
+			cols = append(cols, Column{Name: string(colName), Type: typ})
 		}
 	}
 	if err := r.finish(); err != nil {
 		return fmt.Errorf("decode relation %d: %w", id, err)
 	}
-	if rel.outbox {
-		rel.problem = rel.check(&d.names)
+	rel := &relation{}
+	if outbox {
+		rel = newOutboxRelation(&d.names, cols)
 	}
 	d.relations[id] = rel
 	return nil
+}
+
+// newOutboxRelation maps the outbox table's columns to the fields named by
+// names, and checks that its rows can be decoded.
+func newOutboxRelation(names *[schema.NumFields]string, cols []Column) *relation {
+	rel := &relation{outbox: true, ncols: len(cols), names: make([]string, len(cols))}
+	for f := range rel.col {
+		rel.col[f] = -1
+	}
+	for i, c := range cols {
+		rel.mapColumn(names, i, c.Name, c.Type)
+		rel.names[i] = c.Name
+	}
+	rel.problem = rel.check()
+	return rel
 }
 
 func (rel *relation) mapColumn(names *[schema.NumFields]string, i int, colName string, typ uint32) {
@@ -99,7 +124,7 @@ var requiredFields = [...]schema.Field{
 }
 
 // check finds the first reason why no row of the relation can be decoded.
-func (rel *relation) check(names *[schema.NumFields]string) *fieldProblem {
+func (rel *relation) check() *fieldProblem {
 	for _, f := range requiredFields {
 		if rel.col[f] < 0 {
 			return &fieldProblem{f, "missing from the table"}

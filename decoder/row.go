@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/walrelay/walrelay/schema"
 )
@@ -52,9 +53,9 @@ func (d *Decoder) insert(r *reader) (Event, error) {
 	if len(vals) != rel.ncols {
 		return Event{}, fmt.Errorf("decode insert into relation %d: row has %d columns, relation has %d", id, len(vals), rel.ncols)
 	}
-	seq := d.tx.seq
+	pos := schema.Position{CommitLSN: d.tx.finalLSN, Seq: d.tx.seq}
 	d.tx.seq++
-	msg, err := d.message(rel, vals, seq)
+	msg, err := message(rel, &d.names, vals, pos, d.tx.commitTime)
 	if err != nil {
 		return Event{}, err
 	}
@@ -86,10 +87,13 @@ func (d *Decoder) tuple(r *reader) ([]value, error) {
 	return vals, r.finish()
 }
 
-// message converts one outbox row. A row costs the Message, one string
-// holding all its strings, and the headers slice when it has headers (a
-// bytea payload adds one); the string copies are made after every check.
-func (d *Decoder) message(rel *relation, vals []value, seq uint32) (*schema.Message, error) {
+// message converts one outbox row of rel, whose fields have the column
+// names names, into a Message (or a *BadRowError) at pos, committed at
+// commitTime. A row costs the Message, one string holding all its strings,
+// and the headers slice when it has headers (a bytea payload adds one); the
+// string copies are made after every check. A json or text payload is vals'
+// bytes, not a copy.
+func message(rel *relation, names *[schema.NumFields]string, vals []value, pos schema.Position, commitTime time.Time) (*schema.Message, error) {
 	var v [schema.NumFields]value
 	for f, c := range rel.col {
 		if c >= 0 {
@@ -99,11 +103,11 @@ func (d *Decoder) message(rel *relation, vals []value, seq uint32) (*schema.Mess
 	id, idReason := readID(v[schema.FieldMessageID])
 	fail := func(f schema.Field, reason string) error {
 		return &BadRowError{
-			Field: f, Column: d.names[f], Reason: reason,
+			Field: f, Column: names[f], Reason: reason,
 			MessageID: id, HasID: idReason == "",
 			AggregateType: string(v[schema.FieldAggregateType].b),
 			AggregateID:   string(v[schema.FieldAggregateID].b),
-			CommitLSN:     d.tx.finalLSN, CommitTime: d.tx.commitTime, Seq: seq,
+			CommitLSN:     pos.CommitLSN, CommitTime: commitTime, Seq: pos.Seq,
 			Row: rawRow(rel, vals),
 		}
 	}
@@ -116,7 +120,7 @@ func (d *Decoder) message(rel *relation, vals []value, seq uint32) (*schema.Mess
 	if f, reason := checkNames(&v); reason != "" {
 		return nil, fail(f, reason)
 	}
-	m := &schema.Message{ID: id, CommitLSN: d.tx.finalLSN, CommitTime: d.tx.commitTime, Seq: seq}
+	m := &schema.Message{ID: id, CommitLSN: pos.CommitLSN, CommitTime: commitTime, Seq: pos.Seq}
 	if f, reason := readScalars(m, &v, &rel.typ); reason != "" {
 		return nil, fail(f, reason)
 	}

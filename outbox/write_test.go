@@ -37,7 +37,7 @@ func newTable(t *testing.T, cols schema.Columns) *table {
 	cfg.Publication = "pub_w_" + pg.Name
 	cfg.Columns = cols
 	pg.DropPublication(cfg.Publication)
-	pg.DropTable(cfg.Table.Quoted(), cfg.DeadLetterTable().Quoted())
+	pg.DropTable(cfg.Table.Quoted(), cfg.DeadLetterTable().Quoted(), cfg.RecoveryTable().Quoted())
 	ddl, err := schema.DDL(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,9 @@
 package relay
 
 import (
+	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -39,10 +41,11 @@ func (s *session) follow(ev slot.Event) error {
 	return nil
 }
 
-// slotGoneError is a missing slot met after the process had streamed from
-// it: a dropped or lost slot, or a failover to a standby that did not have
-// it. Creating a new slot would skip what was committed since the last
-// confirmed position, so walrelay stops and says where the gap starts.
+// slotGoneError is a slot met missing or invalidated after the process
+// had streamed from it: dropped, lost (its WAL removed), or absent on a
+// standby promoted without it. Creating a new slot would skip what was
+// committed since the last confirmed position, so walrelay stops and says
+// where the gap starts and which command closes it.
 type slotGoneError struct {
 	err  error // the preflight's verdict
 	last replay
@@ -51,8 +54,19 @@ type slotGoneError struct {
 func (e *slotGoneError) Unwrap() error { return e.err }
 
 func (e *slotGoneError) Error() string {
-	return fmt.Sprintf("the replication slot is gone from the server walrelay reaches now (it streamed from %s, system %s, timeline %d, and confirmed up to %s): "+
-		"walrelay will not create a slot, which would start at the server's current position and skip every message committed after %s; "+
-		"publish that gap from the outbox table first (docs/RUNBOOK.md, WalrelaySlotLost), then run `walrelay init`",
-		e.last.server.Addr, e.last.server.SystemID, e.last.server.Timeline, e.last.safe, e.last.safe)
+	since := "TIME"
+	at := ""
+	if !e.last.confirmedAt.IsZero() {
+		since = e.last.confirmedAt.UTC().Format(time.RFC3339)
+		at = " at " + since
+	}
+	found := e.err.Error()
+	var ce *slot.ConfigError
+	if errors.As(e.err, &ce) {
+		found = ce.Result.Found
+	}
+	return fmt.Sprintf("the replication slot can no longer be streamed (%s); walrelay streamed from %s (system %s, timeline %d) and confirmed up to %s%s: "+
+		"a new slot would start at the server's current position and skip every message committed after %s. "+
+		"Publish that gap and make the new slot with: walrelay recover --since %s (with the same settings; it also reads --margin, 1h, before that time), then start walrelay run again",
+		found, e.last.server.Addr, e.last.server.SystemID, e.last.server.Timeline, e.last.safe, at, e.last.safe, since)
 }

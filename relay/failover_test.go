@@ -80,8 +80,9 @@ func TestRelaySaysWhereTheGapStartsWhenTheSlotIsGone(t *testing.T) {
 	if !errors.As(err, &gone) || !slot.IsConfig(err) {
 		t.Fatalf("Run = %v; want a *slotGoneError that is still a configuration verdict", err)
 	}
-	for _, want := range []string{"it streamed from 10.0.0.1:5432, system 7301, timeline 1, and confirmed up to 0/64",
-		"skip every message committed after 0/64", "docs/RUNBOOK.md, WalrelaySlotLost"} {
+	for _, want := range []string{"can no longer be streamed (slot \"walrelay\" does not exist)",
+		"walrelay streamed from 10.0.0.1:5432 (system 7301, timeline 1) and confirmed up to 0/64",
+		"skip every message committed after 0/64", "walrelay recover --since "} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Run = %q; want it to say %q", err, want)
 		}
@@ -92,5 +93,23 @@ func TestRelaySaysWhereTheGapStartsWhenTheSlotIsGone(t *testing.T) {
 	defer cancel2()
 	if err := <-done2; err == nil || errors.As(err, new(*slotGoneError)) || !strings.Contains(err.Error(), "Run `walrelay init`") {
 		t.Errorf("Run on a fresh process = %v; want the preflight's verdict", err)
+	}
+}
+
+// A slot the server invalidated (wal_status lost) is gone as a missing one
+// is: the same stop line, never a plain configuration verdict.
+func TestRelayStopsWithTheRecoverLineWhenTheSlotIsLost(t *testing.T) {
+	lostSlot := func(_ context.Context, out chan<- slot.Event, _ slot.Position, _ <-chan struct{}) error {
+		close(out)
+		return &slot.ConfigError{Result: check.Failure("slot wal_status", `lost: the server removed WAL slot "walrelay" needed`, "Run walrelay recover.")}
+	}
+	_, _, cancel, done := runRelay(t, startsOn(primary, lost), lostSlot)
+	defer cancel()
+	err := ended(t, done, "Run kept retrying a lost slot")
+	if !errors.As(err, new(*slotGoneError)) {
+		t.Fatalf("Run = %v; want a *slotGoneError", err)
+	}
+	if want := `can no longer be streamed (lost: the server removed WAL slot "walrelay" needed)`; !strings.Contains(err.Error(), want) {
+		t.Errorf("Run = %q; want it to say %q", err, want)
 	}
 }

@@ -56,6 +56,9 @@ type replay struct {
 	// server is the server the session streamed from; zero before the
 	// first session that reached replication.
 	server slot.Server
+	// confirmedAt is when the safe position last moved in this process;
+	// zero when it never did.
+	confirmedAt time.Time
 }
 
 // known reports whether the transaction ending at end was already

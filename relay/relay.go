@@ -180,7 +180,7 @@ func (r *Relay) runSession(ctx context.Context) error {
 		r.streamed.Store(true)
 		r.prev = s.leftAcknowledged()
 	}
-	if slot.IsSlotMissing(err) && r.prev.server.SystemID != "" {
+	if slot.IsSlotGone(err) && r.prev.server.SystemID != "" {
 		return &slotGoneError{err: err, last: r.prev}
 	}
 	return err

@@ -30,10 +30,15 @@ type session struct {
 	tr      *checkpoint.Tracker // nil until the stream's Start event
 	commits commits
 
-	server  slot.Server      // the server streamed from; set at the Start event, under mu
-	cur     checkpoint.TxnID // the open transaction; pump goroutine only
-	curMsgs int              // messages of the open transaction; pump goroutine only
-	failed  chan error
+	server slot.Server // the server streamed from; set at the Start event, under mu
+	// confirmed is the highest safe position the stream has read, and
+	// confirmedAt when it first read it (carried over from the previous
+	// session until this one moves): for the stop line of a lost slot.
+	confirmed   pglogrepl.LSN
+	confirmedAt time.Time
+	cur         checkpoint.TxnID // the open transaction; pump goroutine only
+	curMsgs     int              // messages of the open transaction; pump goroutine only
+	failed      chan error
 }
 
 func newSession(log *zap.Logger, cfg Config, m *metrics, prev replay) *session {
@@ -85,7 +90,7 @@ func (s *session) idle() bool {
 func (s *session) leftAcknowledged() replay {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := replay{safe: s.tr.Safe(), ahead: map[pglogrepl.LSN]struct{}{}, server: s.server}
+	r := replay{safe: s.tr.Safe(), ahead: map[pglogrepl.LSN]struct{}{}, server: s.server, confirmedAt: s.confirmedAt}
 	for _, end := range s.tr.DoneAhead(nil) {
 		r.ahead[end] = struct{}{}
 	}
@@ -99,7 +104,11 @@ func (s *session) safe() pglogrepl.LSN {
 	if s.tr == nil {
 		return 0
 	}
-	return s.tr.Safe()
+	p := s.tr.Safe()
+	if p > s.confirmed {
+		s.confirmed, s.confirmedAt = p, time.Now()
+	}
+	return p
 }
 
 // started reports whether the stream got as far as replicating.
@@ -212,6 +221,7 @@ func (s *session) apply(ctx context.Context, ev slot.Event, dec *decoder.Decoder
 		}
 		s.mu.Lock()
 		s.tr = checkpoint.New(ev.Pos)
+		s.confirmed, s.confirmedAt = ev.Pos, s.prev.confirmedAt
 		s.mu.Unlock()
 		return nil
 	case slot.KindKeepalive:

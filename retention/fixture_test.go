@@ -41,7 +41,7 @@ func newFixture(t *testing.T) *fixture {
 	f.cfg.Publication = name
 	pg.DropSlot(name)
 	pg.DropPublication(f.cfg.Publication)
-	pg.DropTable(f.cfg.Table.Quoted(), f.cfg.DeadLetterTable().Quoted())
+	pg.DropTable(f.cfg.Table.Quoted(), f.cfg.DeadLetterTable().Quoted(), f.cfg.RecoveryTable().Quoted())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ddl, err := schema.DDL(f.cfg)

@@ -12,11 +12,14 @@ var (
 	outboxText string
 	//go:embed deadletters.sql.tmpl
 	deadLettersText string
+	//go:embed recoveries.sql.tmpl
+	recoveriesText string
 )
 
 var (
 	outboxTemplate      = template.Must(template.New("outbox.sql").Parse(outboxText))
 	deadLettersTemplate = template.Must(template.New("deadletters.sql").Parse(deadLettersText))
+	recoveriesTemplate  = template.Must(template.New("recoveries.sql").Parse(recoveriesText))
 )
 
 // Config names the objects of the outbox contract in one database.
@@ -48,6 +51,14 @@ func (c Config) DeadLetterTable() Table {
 		return t
 	}
 	return Table{Schema: c.Table.Schema, Name: c.Table.Name + "_dead_letters"}
+}
+
+// RecoveryTable is the table of pending and finished recoveries (`walrelay
+// recover`), one row per slot: beside the dead-letter table, named after
+// the outbox table with the suffix _recoveries. It has no setting of its
+// own: --dead-letter-table moves it too.
+func (c Config) RecoveryTable() Table {
+	return Table{Schema: c.DeadLetterTable().Schema, Name: c.Table.Name + "_recoveries"}
 }
 
 // occurredAtIndex names the outbox table's index on its occurred_at column,
@@ -85,21 +96,44 @@ func (c Config) Validate() error {
 	if dl == c.Table {
 		return fmt.Errorf("the dead-letter table must not be the outbox table %s", c.Table)
 	}
+	if err := c.validateRecoveries(); err != nil {
+		return err
+	}
 	return c.Columns.Validate()
 }
 
+// validateRecoveries checks the derived name of the recoveries table (a
+// long outbox table name can make it too long) and that it is no other
+// table of the contract.
+func (c Config) validateRecoveries() error {
+	rt := c.RecoveryTable()
+	if err := ValidateIdentifier("recoveries table", rt.Name); err != nil {
+		return fmt.Errorf("%w (the outbox table's name with _recoveries)", err)
+	}
+	if rt == c.DeadLetterTable() {
+		return fmt.Errorf("the dead-letter table must not be the recoveries table %s", rt)
+	}
+	return nil
+}
+
 // DDL is the SQL that creates the outbox table, its index on occurred_at,
-// its publication and the dead-letter table, for `walrelay schema` and for applications'
-// migrations. Running it twice is safe for the tables (IF NOT EXISTS);
+// its publication, the dead-letter table and the recoveries table, for
+// `walrelay schema` and for applications' migrations. Running it twice is safe for the tables (IF NOT EXISTS);
 // CREATE PUBLICATION has no such clause, so it is wrapped in a check.
 func DDL(c Config) (string, error) {
-	return render(c, outboxTemplate, deadLettersTemplate)
+	return render(c, outboxTemplate, deadLettersTemplate, recoveriesTemplate)
 }
 
 // DeadLetterDDL is the part of DDL that creates the dead-letter table and
 // its index, alone: `walrelay init` runs it. Safe to run twice.
 func DeadLetterDDL(c Config) (string, error) {
 	return render(c, deadLettersTemplate)
+}
+
+// RecoveryDDL is the part of DDL that creates the recoveries table, alone:
+// `walrelay init` and `walrelay recover` run it. Safe to run twice.
+func RecoveryDDL(c Config) (string, error) {
+	return render(c, recoveriesTemplate)
 }
 
 // render validates c and renders the templates one after the other,
@@ -143,6 +177,7 @@ func templateData(c Config) map[string]string {
 		"Topic":            q(c.Columns.Topic),
 		"DeadLetters":      c.DeadLetterTable().Quoted(),
 		"DeadLettersIndex": q(c.DeadLetterTable().Name + "_parked"),
+		"Recoveries":       c.RecoveryTable().Quoted(),
 	}
 }
 

@@ -12,10 +12,11 @@ const GrantsForRole = "the DDL with schema.GrantsSQL(<role>)"
 // GrantsSQL is what the outbox table's owner grants the role walrelay runs
 // as, once the tables of DDL exist: USAGE on their schemas, SELECT on the
 // outbox table (`walrelay check` reads the latest rows' topics; the role
-// reads every row from the WAL anyway) and the reads and writes of the
-// dead-letter table (parking, `walrelay dlq`). The role itself needs LOGIN
-// and REPLICATION, which only a role with CREATEROLE can give; see
-// docs/SECURITY.md. Deleting outbox rows (`walrelay prune`) is not granted.
+// reads every row from the WAL anyway), and the reads and writes of the
+// dead-letter table (parking, `walrelay dlq`) and of the recoveries table
+// beside it (`walrelay recover` writes it; the preflight reads it). The
+// role itself needs LOGIN and REPLICATION, which only a role with
+// CREATEROLE can give; see docs/SECURITY.md. Deleting outbox rows (`walrelay prune`) is not granted.
 func GrantsSQL(c Config, role string) (string, error) {
 	if err := c.Validate(); err != nil {
 		return "", err
@@ -32,5 +33,6 @@ func GrantsSQL(c Config, role string) (string, error) {
 	}
 	fmt.Fprintf(&b, "GRANT SELECT ON %s TO %s;\n", c.Table.Quoted(), r)
 	fmt.Fprintf(&b, "GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %s;\n", dl.Quoted(), r)
+	fmt.Fprintf(&b, "GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %s;\n", c.RecoveryTable().Quoted(), r)
 	return b.String(), nil
 }

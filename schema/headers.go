@@ -25,3 +25,9 @@ const (
 	// HeaderCorrelationID ties the messages of one business request together.
 	HeaderCorrelationID = "correlation_id"
 )
+
+// HeaderReplay marks a record `walrelay replay` published again, for a
+// consumer that rebuilds its state: its value is when the replay started
+// (RFC 3339, UTC). The record's ce_id is the message's own, as on every
+// other delivery.
+const HeaderReplay = "walrelay_replay"

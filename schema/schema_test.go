@@ -147,8 +147,8 @@ func TestDeadLetterDDLIsTheDeadLetterPartOfDDL(t *testing.T) {
 			t.Errorf("DeadLetterDDL contains %q; want the dead-letter table alone:\n%s", unwanted, dl)
 		}
 	}
-	if !strings.HasSuffix(all, "\n\n"+dl) {
-		t.Errorf("DDL does not end with a blank line and DeadLetterDDL:\n%s", all)
+	if !strings.Contains(all, "\n\n"+dl+"\n") {
+		t.Errorf("DDL does not hold DeadLetterDDL after a blank line:\n%s", all)
 	}
 	c.DeadLetters = Table{Name: "x;y"}
 	if _, err := DeadLetterDDL(c); err == nil {
@@ -172,5 +172,96 @@ func TestDDLIndexesOccurredAt(t *testing.T) {
 	}
 	if n := strings.Count(ddl, "CREATE INDEX"); n != 2 {
 		t.Errorf("DDL has %d CREATE INDEX; want 2 (occurred_at, parked dead letters)", n)
+	}
+}
+
+func TestRecoveryDDLIsTheRecoveryPartOfDDL(t *testing.T) {
+	c := DefaultConfig()
+	c.Table = Table{"app", "events"}
+	all, err := DDL(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := RecoveryDDL(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`CREATE TABLE IF NOT EXISTS "app"."events_recoveries" (`,
+		`slot_name      text        PRIMARY KEY,`,
+		`consistent_lsn pg_lsn,`,
+		`finished_at    timestamptz,`,
+	} {
+		if !strings.Contains(rec, want) {
+			t.Errorf("RecoveryDDL lacks %q:\n%s", want, rec)
+		}
+	}
+	for _, unwanted := range []string{"dead_letters", "PUBLICATION", "INDEX"} {
+		if strings.Contains(rec, unwanted) {
+			t.Errorf("RecoveryDDL contains %q; want the recoveries table alone:\n%s", unwanted, rec)
+		}
+	}
+	if !strings.HasSuffix(all, "\n\n"+rec) {
+		t.Errorf("DDL does not end with a blank line and RecoveryDDL:\n%s", all)
+	}
+}
+
+// The recoveries table sits beside the dead-letter table, wherever that
+// is, and is named after the outbox table.
+func TestRecoveryTable(t *testing.T) {
+	c := DefaultConfig()
+	if got, want := c.RecoveryTable(), (Table{"public", "outbox_messages_recoveries"}); got != want {
+		t.Errorf("default: got %s; want %s", got, want)
+	}
+	c.DeadLetters = Table{Schema: "ops", Name: "parked"}
+	if got, want := c.RecoveryTable(), (Table{"ops", "outbox_messages_recoveries"}); got != want {
+		t.Errorf("with the dead letters in ops: got %s; want %s", got, want)
+	}
+}
+
+// Validate covers the recoveries table's derived name: too long, or the
+// dead-letter table's.
+func TestValidateRecoveryTable(t *testing.T) {
+	c := DefaultConfig()
+	c.Table.Name = strings.Repeat("t", 53) // 53 + len("_recoveries") = 64
+	c.DeadLetters = Table{Name: "parked"}
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "recoveries table name") || !strings.Contains(err.Error(), "_recoveries") {
+		t.Errorf("a 64-byte recoveries table name: got %v; want it refused, saying where the name comes from", err)
+	}
+	c.Table.Name = strings.Repeat("t", 52)
+	if err := c.Validate(); err != nil {
+		t.Errorf("a 63-byte recoveries table name: got %v; want nil", err)
+	}
+	c = DefaultConfig()
+	c.DeadLetters = Table{Name: "outbox_messages_recoveries"}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "recoveries table") {
+		t.Errorf("dead letters in the recoveries table: got %v; want it refused", err)
+	}
+}
+
+func TestGrantsSQL(t *testing.T) {
+	c := DefaultConfig()
+	c.DeadLetters = Table{Schema: "ops", Name: "parked"}
+	got, err := GrantsSQL(c, "relay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`GRANT USAGE ON SCHEMA "public" TO "relay";`,
+		`GRANT USAGE ON SCHEMA "ops" TO "relay";`,
+		`GRANT SELECT ON "public"."outbox_messages" TO "relay";`,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON "ops"."parked" TO "relay";`,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON "ops"."outbox_messages_recoveries" TO "relay";`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("GrantsSQL lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "DELETE ON \"public\".\"outbox_messages\"") {
+		t.Errorf("GrantsSQL grants DELETE on the outbox table; want prune's privilege left to the owner:\n%s", got)
+	}
+	if _, err := GrantsSQL(c, "x;y"); err == nil {
+		t.Error("GrantsSQL accepted a hostile role name")
 	}
 }

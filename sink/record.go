@@ -220,3 +220,13 @@ func validateTopic(name string) error {
 	}
 	return nil
 }
+
+// Topic is the topic the sink publishes m to under c: m's own Topic, else
+// c's TopicTemplate (or its default) filled in with m's fields.
+func (c Config) Topic(m *schema.Message) string {
+	return topicFor(c.withDefaults().TopicTemplate, m)
+}
+
+// ValidateTopic checks a topic name as Kafka would: 1 to 249 characters
+// of letters, digits, '.', '_' and '-', neither "." nor "..".
+func ValidateTopic(name string) error { return validateTopic(name) }

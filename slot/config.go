@@ -21,6 +21,11 @@ type Config struct {
 	// Publication and Table name the outbox contract. Required.
 	Publication string
 	Table       schema.Table
+	// Recoveries is the recoveries table (schema.Config.RecoveryTable): a
+	// pending recovery of the slot there stops the preflight, since the
+	// slot may not be one to stream from yet. A missing table means none.
+	// Defaults to Table's name with _recoveries, in Table's schema.
+	Recoveries schema.Table
 	// StatusInterval is how often a standby status update is sent. Keep it
 	// well under the server's wal_sender_timeout (60s by default).
 	// Defaults to 10s.
@@ -55,6 +60,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.Slot == "" {
 		c.Slot = "walrelay"
+	}
+	if c.Recoveries.Name == "" && c.Table.Name != "" {
+		c.Recoveries = schema.Config{Table: c.Table}.RecoveryTable()
 	}
 	if c.StatusInterval <= 0 {
 		c.StatusInterval = 10 * time.Second
@@ -94,7 +102,11 @@ func (c *Config) validate() error {
 	if err := schema.ValidateIdentifier("table schema", c.Table.Schema); err != nil {
 		return err
 	}
-	return schema.ValidateIdentifier("table", c.Table.Name)
+	if err := schema.ValidateIdentifier("table", c.Table.Name); err != nil {
+		return err
+	}
+	_, err := quotedRecoveries(c.Recoveries)
+	return err
 }
 
 // pgConfig parses ConnString, applying ConnectTimeout when it sets none.

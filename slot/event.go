@@ -49,6 +49,20 @@ func IsSlotMissing(err error) bool {
 	return errors.As(err, &e) && e.Result.Name == slotRuleName
 }
 
+// IsSlotGone reports a preflight's refusal of a slot that cannot be
+// streamed again: missing, lost (wal_status), or invalidated.
+func IsSlotGone(err error) bool {
+	var e *ConfigError
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Result.Name {
+	case slotRuleName, walStatusRuleName, invalidatedRuleName:
+		return true
+	}
+	return false
+}
+
 // Position returns the LSN that is safe to confirm right now. Stream calls
 // it from its own goroutine whenever it sends a status update.
 type Position func() pglogrepl.LSN

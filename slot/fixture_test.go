@@ -50,7 +50,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	db.DropSlot(f.slot)
 	db.DropPublication(f.pub)
-	db.DropTable(f.table.Quoted(), f.other().Quoted())
+	db.DropTable(f.table.Quoted(), f.other().Quoted(), f.recoveries().Quoted())
 	f.exec("CREATE TABLE " + f.table.Quoted() + " (id bigserial PRIMARY KEY, note text NOT NULL)")
 	return f
 }
@@ -72,6 +72,17 @@ func (f *fixture) config() slot.Config {
 // other is a second table of the fixture, outside the publication.
 func (f *fixture) other() schema.Table {
 	return schema.Table{Schema: f.table.Schema, Name: f.slot + "_other"}
+}
+
+// recoveries is the fixture's recoveries table, where slot.Config puts it
+// by default; it exists only once a test creates it.
+func (f *fixture) recoveries() schema.Table {
+	return schema.Table{Schema: f.table.Schema, Name: f.table.Name + "_recoveries"}
+}
+
+// schemaConfig is the outbox contract of the fixture's names.
+func (f *fixture) schemaConfig() schema.Config {
+	return schema.Config{Table: f.table, Publication: f.pub, Columns: schema.DefaultColumns()}
 }
 
 func (f *fixture) exec(sql string, args ...any) {

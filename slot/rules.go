@@ -273,6 +273,12 @@ func scopeRule(f *facts) []check.Result {
 // slotRuleName names the rule that fails exactly when the slot is missing.
 const slotRuleName = "slot"
 
+// The rules that fail a slot the server invalidated (IsSlotGone).
+const (
+	walStatusRuleName   = "slot wal_status"
+	invalidatedRuleName = "slot invalidated"
+)
+
 func slotRule(f *facts) []check.Result {
 	const name = slotRuleName
 	s, fig := f.cfg.Slot, f.figures
@@ -283,7 +289,7 @@ func slotRule(f *facts) []check.Result {
 		return one(check.Failure(name, fmt.Sprintf("slot %q does not exist", s),
 			"Run `walrelay init`, which creates it after the publication. If walrelay streamed from this database before "+
 				"(the slot was dropped or lost, or a standby without it was promoted), a new slot starts at the current position "+
-				"and skips what was committed since: publish that gap from the outbox table first ("+lostSlotProcedure+")."))
+				"and skips what was committed since: run `walrelay recover --since TIME` instead ("+lostSlotProcedure+")."))
 	case fig.Active:
 		return one(check.Pass(name, fmt.Sprintf("slot %q exists, in use by pid %d", s, fig.ActivePID)))
 	}
@@ -324,7 +330,7 @@ func databaseRule(f *facts) []check.Result {
 }
 
 func walStatusRule(f *facts) []check.Result {
-	const name = "slot wal_status"
+	const name = walStatusRuleName
 	if !f.slotExists() {
 		return nil
 	}
@@ -341,7 +347,7 @@ func walStatusRule(f *facts) []check.Result {
 			"Get walrelay streaming and confirming now, or raise max_slot_wal_keep_size, before the slot is lost."))
 	case "lost":
 		return one(check.Failure(name, fmt.Sprintf("lost: the server removed WAL slot %q needed, so outbox messages may never have been published", f.cfg.Slot),
-			"Reconcile the outbox table with Kafka, then drop the slot and run `walrelay init`; walrelay never does this itself."))
+			"Run `walrelay recover --since TIME`, TIME being when walrelay last confirmed ("+lostSlotProcedure+"); never `walrelay init` on top of it."))
 	}
 	return one(check.Warning(name, fmt.Sprintf("%q: the slot holds no WAL", fig.WALStatus),
 		"Drop the slot and run `walrelay init` once you know nothing needs its position."))
@@ -390,7 +396,7 @@ func primaryRule(f *facts) []check.Result {
 // invalidatedRule fails a slot the server invalidated (PostgreSQL 16 and
 // later say so beside wal_status): it decodes no more.
 func invalidatedRule(f *facts) []check.Result {
-	const name = "slot invalidated"
+	const name = invalidatedRuleName
 	if !f.slotExists() {
 		return nil
 	}
@@ -403,7 +409,7 @@ func invalidatedRule(f *facts) []check.Result {
 		return nil
 	}
 	return one(check.Failure(name, fmt.Sprintf("slot %q was invalidated (%s): it decodes no more, and the messages committed since its confirmed position %s are not published", f.cfg.Slot, why, fig.ConfirmedFlush),
-		"Do not run `walrelay init` on top of it: publish the gap from the outbox table first ("+lostSlotProcedure+"), then drop the slot and run `walrelay init`."))
+		"Run `walrelay recover --since TIME`, TIME being when walrelay last confirmed ("+lostSlotProcedure+"); never `walrelay init` on top of it."))
 }
 
 // lostSlotProcedure is where an operator learns to close the gap a lost
@@ -440,7 +446,7 @@ func failoverRule(f *facts) []check.Result {
 			return nil
 		}
 		return one(check.Warning(name, fmt.Sprintf("PostgreSQL %s has no failover slots: a standby promoted in a failover will not have slot %q", f.server.version, s),
-			"Upgrade to PostgreSQL 17 or newer for failover slots; until then a failover takes closing the gap from the outbox table ("+lostSlotProcedure+")."))
+			"Upgrade to PostgreSQL 17 or newer for failover slots; until then a failover takes `walrelay recover` on the new primary ("+lostSlotProcedure+")."))
 	}
 	if f.figures.Failover {
 		return one(check.Pass(name, fmt.Sprintf("slot %q is a failover slot: standbys with sync_replication_slots = on keep it", s)))

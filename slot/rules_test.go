@@ -62,7 +62,7 @@ func TestPreflightVerdictIsTheFirstFailure(t *testing.T) {
 		{"missing slot", func(f *facts) { f.figures = Figures{} }, "slot", []string{`slot "relay" does not exist`, "walrelay init"}},
 		{"physical slot", func(f *facts) { f.figures.Type, f.figures.Plugin, f.figures.Database = "physical", "", "" }, "slot plugin",
 			[]string{`slot "relay" is a physical slot`, "logical pgoutput"}},
-		{"lost slot", func(f *facts) { f.figures.WALStatus = "lost" }, "slot wal_status", []string{`slot "relay"`, "Reconcile"}},
+		{"lost slot", func(f *facts) { f.figures.WALStatus = "lost" }, "slot wal_status", []string{`slot "relay"`, "walrelay recover --since TIME"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := goodFacts()

@@ -120,7 +120,7 @@ func standbyResult(sf standbyFacts, err error) check.Result {
 			"List only the primary and its standbys in "+SettingConnString+".")
 	case sf.versionNum < failoverVersion:
 		return check.Warning(name, "a standby without failover slots (before PostgreSQL 17): a failover to it loses the slot",
-			"Upgrade to PostgreSQL 17 or newer; until then a failover takes closing the gap from the outbox table ("+lostSlotProcedure+").")
+			"Upgrade to PostgreSQL 17 or newer; until then a failover takes `walrelay recover` on the new primary ("+lostSlotProcedure+").")
 	}
 	var missing []string
 	if sf.syncSlots == nil || *sf.syncSlots != "on" {

@@ -47,6 +47,10 @@ Usage:
   walrelay schema   [flags]   print the outbox DDL for your migrations
   walrelay dlq      list|retry|discard [flags]
                               the dead-letter table: list parked messages, publish them again, discard them
+  walrelay recover  --since TIME | --since-message-id UUID | --all [flags]
+                              after a lost slot: a new slot, and the outbox rows it missed published from the table
+  walrelay replay   [--since TIME] [--aggregate-type T] [--to-topic T] [flags]
+                              publish retained outbox rows again (marked walrelay_replay), without touching the slot
   walrelay prune    --retention 168h [flags]
                               delete outbox rows older than the period that the slot has confirmed, in batches
   walrelay version            print the version
@@ -84,6 +88,10 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runSchema(rest, stdout, stderr)
 	case "prune":
 		return runPrune(ctx, rest, stdout, stderr)
+	case "recover":
+		return runRecover(ctx, rest, stdout, stderr)
+	case "replay":
+		return runReplay(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "walrelay", version())
 		return nil

@@ -44,6 +44,8 @@ type options struct {
 	Retention retention.Config   // Retention, Batch, Pause, Wait, DryRun
 
 	DLQ dlqOptions
+	// Backfill selects the rows of `walrelay recover` and `walrelay replay`.
+	Backfill backfillOptions
 	// The flags of TLS and SASL towards Kafka (kafkasec.go).
 	kafkaSecurityOptions
 }
@@ -62,6 +64,25 @@ type dlqOptions struct {
 	Limit         int
 	All           bool
 }
+
+// backfillOptions are what `walrelay recover` and `walrelay replay` read
+// from the outbox table (backfill.go turns them into a selection).
+type backfillOptions struct {
+	Since, Until   string // RFC 3339 times, or durations meaning that long ago
+	SinceMessageID string
+	All            bool
+	Margin         time.Duration
+	Force          string
+	AggregateType  string
+	AggregateID    string
+	Type           string
+	ToTopic        string
+	DryRun         bool
+}
+
+// defaultMargin is how far before --since `walrelay recover` reads, for
+// the transactions that started before it and committed after.
+const defaultMargin = time.Hour
 
 // defaultHeartbeat is how often `walrelay run` writes a heartbeat into the
 // WAL unless told otherwise; the package's zero writes none.
@@ -90,6 +111,7 @@ func defaultOptions() options {
 		Sink:         sk,
 		Retention:    retention.Defaults(),
 		DLQ:          dlqOptions{Status: "parked", Limit: 1000},
+		Backfill:     backfillOptions{Margin: defaultMargin},
 	}
 }
 
@@ -169,6 +191,46 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		s.str(&o.DLQ.Reason, "reason", "why they are given up (required, kept with them for audit)")
 		s.flagOnly("reason")
 	},
+	"recover": func(s *flagSet, o *options) {
+		postgresFlags(s, o)
+		outboxFlags(s, o, true)
+		columnFlags(s, o)
+		slotFlag(s, o)
+		kafkaFlags(s, o)
+		topicFlags(s, o)
+		producerFlags(s, o)
+		s.group("Bad messages")
+		s.str(&o.OnBadMessage, "on-bad-message", onBadMessageHelp)
+		leaderFlags(s, o)
+		s.group("What to recover (exactly one of --since, --since-message-id, --all)")
+		s.str(&o.Backfill.Since, "since", "publish the rows that occurred from this time on: RFC 3339 (2026-12-04T08:00:00Z), or a duration meaning that long ago (90m); the last time walrelay confirmed, as its stop line or walrelay_confirmed_lsn tells")
+		s.str(&o.Backfill.SinceMessageID, "since-message-id", "publish the rows that occurred from this message's occurred_at on (a UUID of a row still in the table)")
+		s.boolean(&o.Backfill.All, "all", "publish every row in the outbox table")
+		s.dur(&o.Backfill.Margin, "margin", "also read this long before --since: occurred_at is when a row's transaction started, and one that committed later may be in the gap")
+		s.str(&o.Backfill.Force, "force", "replace a slot that is still usable, for this reason (kept in the recoveries table); without it walrelay recovers only a lost or missing slot")
+		s.flagOnly("since", "since-message-id", "all", "force")
+		logFlag(s, o)
+	},
+	"replay": func(s *flagSet, o *options) {
+		postgresFlags(s, o)
+		s.group("Outbox")
+		s.str(&o.Table, "table", tableHelp)
+		columnFlags(s, o)
+		kafkaFlags(s, o)
+		topicFlags(s, o)
+		producerFlags(s, o)
+		s.group("Which rows (every row still in the table when none is given)")
+		s.str(&o.Backfill.Since, "since", "rows that occurred at or after this time: RFC 3339, or a duration meaning that long ago")
+		s.str(&o.Backfill.Until, "until", "rows that occurred before this time: RFC 3339, or a duration meaning that long ago")
+		s.str(&o.Backfill.AggregateType, "aggregate-type", "only this aggregate type")
+		s.str(&o.Backfill.AggregateID, "aggregate-id", "only this aggregate id")
+		s.str(&o.Backfill.Type, "type", "only this message type")
+		s.group("Where")
+		s.str(&o.Backfill.ToTopic, "to-topic", "publish every row to this topic instead of its own")
+		s.boolean(&o.Backfill.DryRun, "dry-run", "count the rows per topic, publish nothing")
+		s.flagOnly("since", "until", "aggregate-type", "aggregate-id", "type", "to-topic", "dry-run")
+		logFlag(s, o)
+	},
 	"prune": func(s *flagSet, o *options) {
 		postgresFlags(s, o)
 		s.group("Outbox table")
@@ -190,7 +252,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 
 // verbNames are the verbs with flags, sorted.
 func verbNames() []string {
-	return []string{"check", "dlq discard", "dlq list", "dlq retry", "init", "prune", "run", "schema", "status"}
+	return []string{"check", "dlq discard", "dlq list", "dlq retry", "init", "prune", "recover", "replay", "run", "schema", "status"}
 }
 
 // bindVerb binds the flags of verb to o.
@@ -231,6 +293,7 @@ func outboxFlags(s *flagSet, o *options, deadLetters bool) {
 const (
 	tableHelp           = "outbox table, schema-qualified"
 	deadLetterTableHelp = "dead-letter table, schema-qualified (default: the outbox table's name with _dead_letters)"
+	onBadMessageHelp    = "what to do with a row Kafka refuses or that cannot be decoded: park (into the dead-letter table, later rows of its aggregate behind it) or halt (stop before it)"
 )
 
 // deadLetterFlags name the dead-letter table, by itself or from the outbox
@@ -289,7 +352,7 @@ func relayFlags(s *flagSet, o *options) {
 	s.dur(&o.Slot.StatusInterval, "status-interval", "how often the confirmed position is sent to PostgreSQL; keep well under wal_sender_timeout")
 	s.dur(&o.Slot.ConfirmInterval, "confirm-interval", "how soon a newly acknowledged position is confirmed to PostgreSQL (bounds what a crash replays)")
 	s.int(&o.Slot.MaxMessageBytes, "max-wal-message-bytes", "largest replication message (one row) walrelay reads; bounds the memory one huge row can take")
-	s.str(&o.OnBadMessage, "on-bad-message", "what to do with a row Kafka refuses or that cannot be decoded: park (into the dead-letter table, later rows of its aggregate behind it) or halt (stop before it)")
+	s.str(&o.OnBadMessage, "on-bad-message", onBadMessageHelp)
 	s.dur(&o.Relay.ShutdownTimeout, "shutdown-timeout", "how long in-flight Kafka writes may finish after SIGTERM")
 	s.dur(&o.Monitor.HeartbeatInterval, "heartbeat-interval", "how often the leader writes a heartbeat into the WAL (pg_logical_emit_message) so the slot moves while the outbox is idle; 0 disables")
 	s.dur(&o.Monitor.PollInterval, "slot-poll-interval", "how often the slot's figures are read from pg_replication_slots for the metrics")
@@ -337,6 +400,7 @@ type config struct {
 	Sink      sink.Config
 	Retention retention.Config
 	DLQ       dlqOptions
+	Backfill  backfillOptions
 	Park      bool // --on-bad-message park
 	GrantTo   string
 	LogLevel  string
@@ -348,7 +412,7 @@ type config struct {
 // parts the verb has flags for are resolved: `walrelay schema` needs no
 // PostgreSQL URL, and no Kafka flag of another verb is read.
 func (o options) resolve(s *flagSet) (config, error) {
-	c := config{DLQ: o.DLQ, GrantTo: o.GrantTo, LogLevel: o.LogLevel, Metrics: o.MetricsAddr, JSON: o.JSON}
+	c := config{DLQ: o.DLQ, Backfill: o.Backfill, GrantTo: o.GrantTo, LogLevel: o.LogLevel, Metrics: o.MetricsAddr, JSON: o.JSON}
 	var err error
 	if c.Schema, err = o.schemaConfig(); err != nil {
 		return config{}, err

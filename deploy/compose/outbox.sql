@@ -64,7 +64,27 @@ CREATE TABLE IF NOT EXISTS "public"."outbox_messages_dead_letters" (
 CREATE INDEX IF NOT EXISTS "outbox_messages_dead_letters_parked" ON "public"."outbox_messages_dead_letters" (aggregate_type, aggregate_id, commit_lsn, seq)
     WHERE status = 'parked';
 
+-- Recoveries: one row per slot, its last `walrelay recover`. While a
+-- recovery is pending (finished_at NULL) walrelay does not stream from the
+-- slot and `walrelay prune` keeps the rows it still has to publish: those
+-- with occurred_at >= since (every row when since is NULL). started_by is
+-- the host and pid of the recover process; force_reason the --force reason
+-- when it replaced a usable slot; consistent_lsn the new slot's consistent
+-- point, once created; published and parked its counts, once finished.
+CREATE TABLE IF NOT EXISTS "public"."outbox_messages_recoveries" (
+    slot_name      text        PRIMARY KEY,
+    since          timestamptz,
+    started_at     timestamptz NOT NULL DEFAULT now(),
+    started_by     text,
+    force_reason   text,
+    consistent_lsn pg_lsn,
+    finished_at    timestamptz,
+    published      bigint,
+    parked         bigint
+);
+
 -- What walrelay's role walrelay needs on these tables (run as their owner).
 GRANT USAGE ON SCHEMA "public" TO "walrelay";
 GRANT SELECT ON "public"."outbox_messages" TO "walrelay";
 GRANT SELECT, INSERT, UPDATE, DELETE ON "public"."outbox_messages_dead_letters" TO "walrelay";
+GRANT SELECT, INSERT, UPDATE, DELETE ON "public"."outbox_messages_recoveries" TO "walrelay";
