@@ -15,8 +15,9 @@ export PG_MAJOR ?= 18
 PG_OTHERS ?= $(filter-out $(PG_MAJOR),14 15 16 17 18)
 # The end-to-end tests that exercise what differs between versions:
 # streaming and the confirm rule, a restart, bad rows, check, status, prune,
-# heartbeats, least privilege, the private servers and failover.
-COMPAT_TESTS ?= ^(TestEveryCommittedRowArrivesInOrder|TestSIGTERMMidStreamThenRestartLosesNothing|TestUndecodableRowsAreParkedAndDiscarded|TestCheckGoodRig|TestStatusReportsTheRunningRelay|TestPruneDeletesOnlyPublishedOldRows|TestHeartbeatKeepsTheSlotMovingWhileAnotherDatabaseWrites|TestLeastPrivilegeRoleSaysWhatIsMissing|TestStandbyFollowsAndPromotes|TestFailover)$$
+# heartbeats, least privilege, the private servers, failover, and recover
+# (its slot with an exported snapshot) after a failover below 17.
+COMPAT_TESTS ?= ^(TestEveryCommittedRowArrivesInOrder|TestSIGTERMMidStreamThenRestartLosesNothing|TestUndecodableRowsAreParkedAndDiscarded|TestCheckGoodRig|TestStatusReportsTheRunningRelay|TestPruneDeletesOnlyPublishedOldRows|TestHeartbeatKeepsTheSlotMovingWhileAnotherDatabaseWrites|TestLeastPrivilegeRoleSaysWhatIsMissing|TestStandbyFollowsAndPromotes|TestFailover|TestRecoverAfterFailoverWithoutFailoverSlots)$$
 
 .PHONY: all build test unit faults chaos fuzz compat vet rig-up rig-down demo demo-shop demo-outage bench clean
 
