@@ -16,8 +16,10 @@ PG_OTHERS ?= $(filter-out $(PG_MAJOR),14 15 16 17 18)
 # The end-to-end tests that exercise what differs between versions:
 # streaming and the confirm rule, a restart, bad rows, check, status, prune,
 # heartbeats, least privilege, the private servers, failover, and recover
-# (its slot with an exported snapshot) after a failover below 17.
-COMPAT_TESTS ?= ^(TestEveryCommittedRowArrivesInOrder|TestSIGTERMMidStreamThenRestartLosesNothing|TestUndecodableRowsAreParkedAndDiscarded|TestCheckGoodRig|TestStatusReportsTheRunningRelay|TestPruneDeletesOnlyPublishedOldRows|TestHeartbeatKeepsTheSlotMovingWhileAnotherDatabaseWrites|TestLeastPrivilegeRoleSaysWhatIsMissing|TestStandbyFollowsAndPromotes|TestFailover|TestRecoverAfterFailoverWithoutFailoverSlots)$$
+# (its slot with an exported snapshot) after a slot the server invalidated
+# (reported differently from one version to the next) and after a failover
+# below 17.
+COMPAT_TESTS ?= ^(TestEveryCommittedRowArrivesInOrder|TestSIGTERMMidStreamThenRestartLosesNothing|TestUndecodableRowsAreParkedAndDiscarded|TestCheckGoodRig|TestStatusReportsTheRunningRelay|TestPruneDeletesOnlyPublishedOldRows|TestHeartbeatKeepsTheSlotMovingWhileAnotherDatabaseWrites|TestLeastPrivilegeRoleSaysWhatIsMissing|TestStandbyFollowsAndPromotes|TestFailover|TestRecoverClosesTheGapOfALostSlot|TestRecoverAfterFailoverWithoutFailoverSlots)$$
 
 .PHONY: all build test unit faults chaos fuzz compat vet rig-up rig-down demo demo-shop demo-outage bench bench-recover clean
 
