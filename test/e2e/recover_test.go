@@ -32,11 +32,12 @@ import (
 const defaultMargin = time.Hour
 
 // A slot the server invalidates (max_slot_wal_keep_size) while Kafka is
-// unreachable for walrelay: `walrelay run` stops with a line that names where the gap
-// starts; `walrelay recover --since` the time walrelay last confirmed
-// publishes the rows from the table, and `walrelay run` streams from the new
-// slot. Nothing is lost; the duplicates are at most the rows in the window
-// recover read (since minus the margin, to the end), and rows older than the
+// unreachable for walrelay: `walrelay run` stops with a line that names
+// where the gap starts and the command that closes it; following it,
+// `walrelay recover --since` publishes the rows from the table and
+// `walrelay run` streams from the new slot. Nothing is lost; recover reads
+// exactly the rows that occurred from --since minus the margin, so the
+// duplicates are at most those, and the rows that occurred before that
 // window are not published again.
 func TestRecoverClosesTheGapOfALostSlot(t *testing.T) {
 	// Segments of 16 MB and a keep size under one: a slot is lost as soon as
@@ -44,14 +45,44 @@ func TestRecoverClosesTheGapOfALostSlot(t *testing.T) {
 	srv := pgserver.Start(t, pgserver.Settings{"max_slot_wal_keep_size = 2MB"})
 	_, brokers := harness.Services(t)
 	f := harness.NewWith(t, srv.URL("walrelay"), brokers, "order")
+	stop, rounds := loseTheSlot(t, f)
+	rows := f.OutboxRows()
+	gap := len(f.Verify(rows).Lost)
+	if gap == 0 {
+		t.Fatalf("no row of %d missing from Kafka before the recovery: the test made no gap", len(rows))
+	}
+	window := followAdvice(t, f, stop)
+	all := streamAndVerify(t, f, 200)
+	t.Logf("lost slot: %d rows from %d load rounds (and %d that occurred long ago), %d of them in Kafka before the recovery, a gap of %d; recover's window held %d rows",
+		len(rows)-oldRows, rounds, oldRows, len(rows)-gap, gap, window)
+	harness.AssertClean(t, f.Verify(all), window)
+}
+
+// oldRows is how many rows TestRecoverClosesTheGapOfALostSlot writes that
+// occurred long before the loss.
+const oldRows = 50
+
+// slotLoss is what the test saw of a slot's loss: walrelay's confirmed
+// position and when the test first saw it there, and walrelay's stop line.
+type slotLoss struct {
+	confirmed   pglogrepl.LSN
+	confirmedAt time.Time
+	line        string
+}
+
+// loseTheSlot runs walrelay through the Kafka proxy under load, with
+// oldRows rows that occurred two margins ago among the first, cuts Kafka
+// off, invalidates the slot, and checks walrelay's stop: exit 1, a last
+// line naming the loss, the confirmed position and `walrelay recover`. It
+// returns what it saw and the load's rounds.
+func loseTheSlot(t *testing.T, f *harness.Fixture) (slotLoss, int) {
+	t.Helper()
 	ctx := context.Background()
 	f.WalrelayOK("init")
 	link := kafkaLink(t)
 	r := f.Run("--kafka-brokers", link.Addr(), "--shutdown-timeout", "2s")
 	r.WaitStarted()
-	// Rows that occurred long ago (written late): outside the window of the
-	// recovery below, so never published twice.
-	old := f.WriteBulk(ctx, harness.Bulk{Rows: 50, Aggregates: 50, Types: []string{"order"}, OccurredAt: time.Now().Add(-2 * defaultMargin), Prefix: f.ID + "-old"})
+	f.WriteBulk(ctx, harness.Bulk{Rows: oldRows, Aggregates: oldRows, Types: []string{"order"}, OccurredAt: time.Now().Add(-2 * defaultMargin), Prefix: f.ID + "-old"})
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	wait := f.LoadUntil(loadCtx, harness.Load{Writers: 2, Rows: 100, MaxTxRows: 20, AggregatesPerWriter: 5, Types: []string{"order"}, Pause: 20 * time.Millisecond})
@@ -59,37 +90,40 @@ func TestRecoverClosesTheGapOfALostSlot(t *testing.T) {
 	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
 
 	link.Cut()
-	confirmed, confirmedAt := settledConfirmation(t, f)
+	var loss slotLoss
+	loss.confirmed, loss.confirmedAt = settledConfirmation(t, f)
 	lost := invalidateSlot(t, f)
 	code := r.Wait(time.Minute)
 	stopLoad()
 	rounds, _ := wait()
 	link.Close() //nolint:errcheck // only the listener's error; the port is free again
-	out := r.Stderr.String()
-	t.Logf("slot lost %s after walrelay last confirmed %s; walrelay stopped with: %s", lost.Sub(confirmedAt).Round(time.Millisecond), confirmed, lastLine(out))
+	loss.line = lastLine(r.Stderr.String())
+	t.Logf("slot lost %s after walrelay last confirmed %s; walrelay stopped with: %s", lost.Sub(loss.confirmedAt).Round(time.Millisecond), loss.confirmed, loss.line)
 	if code != 1 {
 		t.Errorf("walrelay run exit code after its slot was lost: got %d; want 1", code)
 	}
-	for _, want := range []string{"lost", confirmed.String(), "walrelay recover"} {
-		if !strings.Contains(lastLine(out), want) {
-			t.Errorf("walrelay run's last line: want %q in it (the slot is lost, where the gap starts, what to do):\n%s", want, lastLine(out))
+	for _, want := range []string{"lost", loss.confirmed.String(), "walrelay recover"} {
+		if !strings.Contains(loss.line, want) {
+			t.Errorf("walrelay run's last line: want %q in it (the slot is lost, where the gap starts, what to do):\n%s", want, loss.line)
 		}
 	}
-	rows := f.OutboxRows()
-	gap := len(f.Verify(rows).Lost)
-	if gap == 0 {
-		t.Fatalf("no row of %d missing from Kafka before the recovery: the test made no gap", len(rows))
-	}
+	return loss, rounds
+}
 
-	// The operator's next step, as the stop line gives it.
-	advice := regexp.MustCompile("walrelay recover --since (\\S+)").FindStringSubmatch(lastLine(out))
+// followAdvice runs the `walrelay recover --since TIME` of walrelay's stop
+// line, checks that TIME is no later than the test saw the slot confirm,
+// and that recover read every row that occurred from TIME minus the margin,
+// and returns how many those were.
+func followAdvice(t *testing.T, f *harness.Fixture, loss slotLoss) int {
+	t.Helper()
+	advice := regexp.MustCompile("walrelay recover --since (\\S+)").FindStringSubmatch(loss.line)
 	if advice == nil {
-		t.Fatalf("walrelay run's last line: want `walrelay recover --since TIME` in it:\n%s", lastLine(out))
+		t.Fatalf("walrelay run's last line: want `walrelay recover --since TIME` in it:\n%s", loss.line)
 	}
 	since, err := time.Parse(time.RFC3339Nano, advice[1])
 	harness.Must(t, err, "parse the time of the advice %q", advice[0])
-	if since.After(confirmedAt) {
-		t.Errorf("the advice's --since %s is after the test saw the slot confirm %s, at %s", advice[1], confirmed, confirmedAt.UTC().Format(time.RFC3339Nano))
+	if since.After(loss.confirmedAt) {
+		t.Errorf("the advice's --since %s is after the test saw the slot confirm %s, at %s", advice[1], loss.confirmed, loss.confirmedAt.UTC().Format(time.RFC3339Nano))
 	}
 	window := f.CountSince(since.Add(-defaultMargin))
 	summary := f.WalrelayOK("recover", "--since", advice[1])
@@ -97,11 +131,7 @@ func TestRecoverClosesTheGapOfALostSlot(t *testing.T) {
 	if read := summaryCount(t, summary, "rows"); read != window {
 		t.Errorf("recover read %d rows; want the %d that occurred since %s minus the margin", read, window, advice[1])
 	}
-	rows = streamAndVerify(t, f, 200)
-	rep := f.Verify(rows)
-	t.Logf("lost slot: %d load rounds, %d rows, %d of them (%d old) in Kafka before the recovery, a gap of %d; recover's window held %d rows",
-		rounds, len(rows)-200, len(rows)-200-gap, old, gap, window)
-	harness.AssertClean(t, rep, window)
+	return window
 }
 
 // kafkaLink is a proxy to the rig's broker on the address its PROXIED
