@@ -22,6 +22,11 @@ type Config struct {
 	// Slot is walrelay's replication slot, whose confirmed position decides
 	// which rows were processed. Defaults to "walrelay".
 	Slot string
+	// Recoveries is the recoveries table (schema.Config.RecoveryTable):
+	// while the slot's recovery is pending there, the rows it still needs
+	// are kept. A missing table means none is pending. Defaults to Table's
+	// name with _recoveries, in Table's schema.
+	Recoveries schema.Table
 	// Retention is how long rows are kept, measured from occurred_at on the
 	// server's clock. Required, at least MinRetention.
 	Retention time.Duration
@@ -47,6 +52,9 @@ func (c *Config) setDefaults() {
 	if c.Slot == "" {
 		c.Slot = "walrelay"
 	}
+	if c.Recoveries.Name == "" && c.Table.Name != "" {
+		c.Recoveries = schema.Config{Table: c.Table}.RecoveryTable()
+	}
 	if c.Batch == 0 {
 		c.Batch = 1000
 	}
@@ -64,6 +72,7 @@ func (c *Config) setDefaults() {
 func (c *Config) validate() error {
 	for _, n := range []struct{ what, name string }{
 		{"table schema", c.Table.Schema}, {"table", c.Table.Name}, {"occurred_at column", c.OccurredAt},
+		{"recoveries table schema", c.Recoveries.Schema}, {"recoveries table", c.Recoveries.Name},
 	} {
 		if err := schema.ValidateIdentifier(n.what, n.name); err != nil {
 			return err

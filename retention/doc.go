@@ -45,6 +45,17 @@
 // the slot by other means (pg_replication_slot_advance) also counts as
 // confirmation.
 //
+// # A pending recovery
+//
+// `walrelay recover` closes such a gap from the table: it marks the slot's
+// recovery pending in the recoveries table (slot.Recovery) before it
+// replaces the slot, and finished once Kafka has every selected row. While
+// it is pending, a Pruner keeps the rows with occurred_at at or after the
+// recovery's Since, and every row when Since is NULL. It reads the mark
+// after the slot has passed the prune mark: a slot the recovery created
+// exists only after the recovery was marked pending, so the mark is seen
+// whenever the slot's position could cover rows not yet published.
+//
 // # Batches and locks
 //
 // Rows are deleted in batches of Config.Batch, each one DELETE statement in

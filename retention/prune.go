@@ -50,6 +50,11 @@ type Result struct {
 	// Took is the whole run, the wait for the slot included.
 	Took   time.Duration
 	DryRun bool
+	// KeptForRecovery is the slot's recovery (`walrelay recover`) when it
+	// is pending, else nil. The rows it still needs were kept: Mark.Cutoff
+	// is then no later than its Since, and with a nil Since (every row)
+	// nothing was deleted.
+	KeptForRecovery *slot.Recovery
 }
 
 // New returns a Pruner; it does not touch the database.
@@ -75,8 +80,9 @@ func New(cfg Config, db DB, log *zap.Logger) (*Pruner, error) {
 }
 
 // Run marks, waits for the slot to pass the mark, then deletes (or, in a
-// dry run, counts) the rows the mark covers. On an error after some
-// batches, the Result says what was deleted.
+// dry run, counts) the rows the mark covers but for those a pending
+// recovery of the slot still needs. On an error after some batches, the
+// Result says what was deleted.
 func (p *Pruner) Run(ctx context.Context) (Result, error) {
 	start := time.Now()
 	res := Result{DryRun: p.cfg.DryRun}
@@ -90,7 +96,14 @@ func (p *Pruner) Run(ctx context.Context) (Result, error) {
 	}
 	p.warnWithoutIndex(ctx)
 	if res.Confirmed, err = p.WaitConfirmed(ctx, res.Mark); err != nil {
+		return done(p.whilePending(ctx, err))
+	}
+	if res.KeptForRecovery, err = p.pendingRecovery(ctx); err != nil {
 		return done(err)
+	}
+	var some bool
+	if res.Mark, some = spare(res.Mark, res.KeptForRecovery); !some {
+		return done(nil) // the recovery needs every row
 	}
 	if p.cfg.DryRun {
 		res.Deleted, err = p.Count(ctx, res.Mark)
@@ -159,6 +172,47 @@ func (p *Pruner) WaitConfirmed(ctx context.Context, m Mark) (pglogrepl.LSN, erro
 			return 0, fmt.Errorf("wait for slot %q to pass %s: %w", p.cfg.Slot, m.InsertLSN, err)
 		}
 	}
+}
+
+// pendingRecovery returns the slot's recovery when it is pending, else nil.
+// Run reads it only once the slot has passed the mark: `walrelay recover`
+// marks its recovery pending before it replaces the slot, so a slot it
+// created, whose position is past rows it has yet to publish, is never
+// trusted without the mark being seen.
+func (p *Pruner) pendingRecovery(ctx context.Context) (*slot.Recovery, error) {
+	r, found, err := slot.ReadRecovery(ctx, p.db, p.cfg.Recoveries, p.cfg.Slot)
+	if err != nil || !found || !r.Pending() {
+		return nil, err
+	}
+	p.log.Info("keeping the rows a pending recovery of the slot needs", zap.Stringer("recovery", r))
+	return &r, nil
+}
+
+// spare narrows m to spare the rows the pending recovery r needs, those
+// with occurred_at at or after r.Since: deleting them would lose the
+// messages the recovery has yet to publish. It returns false when r needs
+// every row. A nil r leaves m as it is.
+func spare(m Mark, r *slot.Recovery) (Mark, bool) {
+	switch {
+	case r == nil:
+		return m, true
+	case r.Since == nil:
+		return m, false
+	case r.Since.Before(m.Cutoff):
+		m.Cutoff = *r.Since
+	}
+	return m, true
+}
+
+// whilePending adds to err, the slot not passing the mark, the slot's
+// pending recovery if there is one: walrelay does not stream from the slot
+// before the recovery is finished, so the slot does not move.
+func (p *Pruner) whilePending(ctx context.Context, err error) error {
+	r, found, rerr := slot.ReadRecovery(ctx, p.db, p.cfg.Recoveries, p.cfg.Slot)
+	if rerr != nil || !found || !r.Pending() {
+		return err
+	}
+	return fmt.Errorf("%w; a %s is pending: walrelay streams from the slot again once `walrelay recover` has finished it", err, r)
 }
 
 // Count returns how many rows the mark covers now.

@@ -3,11 +3,13 @@ package retention_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/walrelay/walrelay/retention"
+	"github.com/walrelay/walrelay/slot"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -178,4 +180,85 @@ func TestPruneRefusesAMissingSlotOrTable(t *testing.T) {
 	if left := len(f.ids()); left != 3 {
 		t.Errorf("rows left: %d; want 3", left)
 	}
+}
+
+// beginRecovery marks a recovery of the fixture's slot pending, needing the rows
+// since since (nil: every row).
+func (f *fixture) beginRecovery(since *time.Time) {
+	f.t.Helper()
+	r := slot.Recovery{Slot: f.slot, Since: since, StartedBy: "test:1"}
+	harness.Must(f.t, slot.BeginRecovery(context.Background(), f.db, f.cfg.RecoveryTable(), r), "mark a recovery pending")
+}
+
+// While the slot's recovery is pending, the rows it needs stay, however
+// old and confirmed; older confirmed rows go. Once it is finished, the
+// next prune takes them.
+func TestPruneKeepsWhatAPendingRecoveryNeeds(t *testing.T) {
+	f := newFixture(t)
+	gone, _ := f.commitRows(10, 4*time.Hour)
+	needed, _ := f.commitRows(6, 2*time.Hour)
+	fresh, xid := f.commitRows(3, 0)
+	f.awaitHorizon(xid)
+	f.follow()
+	since := time.Now().Add(-3 * time.Hour).UTC().Truncate(time.Second)
+	f.beginRecovery(&since)
+
+	res, err := f.pruner(nil).Run(context.Background())
+	harness.Must(t, err, "prune")
+	r := res.KeptForRecovery
+	if r == nil || r.Slot != f.slot || r.Since == nil || !r.Since.Equal(since) || !r.Pending() {
+		t.Fatalf("kept for recovery: got %v; want the pending recovery since %s", r, since)
+	}
+	if res.Deleted != int64(len(gone)) || !res.Mark.Cutoff.Equal(since) {
+		t.Errorf("deleted %d, cutoff %s; want %d, the recovery's since %s", res.Deleted, res.Mark.Cutoff, len(gone), since)
+	}
+	sameIDs(t, "rows left while the recovery is pending", f.ids(), append(needed, fresh...))
+
+	harness.Must(t, slot.FinishRecovery(context.Background(), f.db, f.cfg.RecoveryTable(), f.slot, 6, 0), "finish the recovery")
+	res, err = f.pruner(nil).Run(context.Background())
+	harness.Must(t, err, "prune after the recovery")
+	if res.KeptForRecovery != nil || res.Deleted != int64(len(needed)) {
+		t.Errorf("after the recovery: kept for %v, deleted %d; want no recovery, %d deleted", res.KeptForRecovery, res.Deleted, len(needed))
+	}
+	sameIDs(t, "rows left after the recovery", f.ids(), fresh)
+}
+
+// A pending recovery of every row keeps every row; a finished one changes
+// nothing.
+func TestPruneAndARecoveryOfEveryRow(t *testing.T) {
+	f := newFixture(t)
+	rows, xid := f.commitRows(8, old)
+	f.awaitHorizon(xid)
+	f.follow()
+	f.beginRecovery(nil)
+
+	res, err := f.pruner(nil).Run(context.Background())
+	harness.Must(t, err, "prune")
+	if r := res.KeptForRecovery; r == nil || r.Since != nil || res.Deleted != 0 || res.Confirmed == 0 {
+		t.Errorf("result: kept for %v, deleted %d, confirmed %s; want a recovery of every row, nothing deleted, the slot past the mark", r, res.Deleted, res.Confirmed)
+	}
+	sameIDs(t, "rows left", f.ids(), rows)
+
+	harness.Must(t, slot.FinishRecovery(context.Background(), f.db, f.cfg.RecoveryTable(), f.slot, 8, 0), "finish the recovery")
+	res, err = f.pruner(nil).Run(context.Background())
+	harness.Must(t, err, "prune after the recovery")
+	if res.KeptForRecovery != nil || res.Deleted != int64(len(rows)) {
+		t.Errorf("after the recovery: kept for %v, deleted %d; want no recovery, %d deleted", res.KeptForRecovery, res.Deleted, len(rows))
+	}
+}
+
+// A slot that does not move while its recovery is pending (walrelay does
+// not stream then) fails the prune with both reasons.
+func TestPruneSaysWhyTheSlotDoesNotMove(t *testing.T) {
+	f := newFixture(t)
+	all, xid := f.commitRows(4, old)
+	f.awaitHorizon(xid)
+	f.beginRecovery(nil)
+	_, err := f.pruner(func(c *retention.Config) { c.Wait = 200 * time.Millisecond }).Run(context.Background())
+	var nc *retention.NotConfirmedError
+	if !errors.As(err, &nc) || !strings.Contains(err.Error(), fmt.Sprintf("a recovery of slot %q (every row, started at ", f.slot)) ||
+		!strings.Contains(err.Error(), "is pending") {
+		t.Errorf("prune: got %v; want a *NotConfirmedError that names the pending recovery", err)
+	}
+	sameIDs(t, "rows left", f.ids(), all)
 }

@@ -64,8 +64,8 @@ func TestConfigDefaultsAndRefusals(t *testing.T) {
 		t.Fatalf("validate: %v", err)
 	}
 	if c.OccurredAt != "occurred_at" || c.Slot != "walrelay" || c.Batch != 1000 || c.Pause != 100*time.Millisecond ||
-		c.Wait != time.Minute || c.PollInterval != time.Second {
-		t.Errorf("defaults: got %+v; want occurred_at, walrelay, 1000, 100ms, 1m, 1s", c)
+		c.Wait != time.Minute || c.PollInterval != time.Second || c.Recoveries != (schema.Table{Schema: "public", Name: "outbox_recoveries"}) {
+		t.Errorf("defaults: got %+v; want occurred_at, walrelay, 1000, 100ms, 1m, 1s, public.outbox_recoveries", c)
 	}
 	for _, tc := range []struct {
 		name    string
@@ -79,11 +79,36 @@ func TestConfigDefaultsAndRefusals(t *testing.T) {
 		{"hostile column", func(c *Config) { c.OccurredAt = "x; DROP TABLE y" }, "occurred_at column"},
 		{"hostile table", func(c *Config) { c.Table.Name = `a"b` }, "table"},
 		{"bad slot", func(c *Config) { c.Slot = "Bad Slot" }, "slot"},
+		{"hostile recoveries table", func(c *Config) { c.Recoveries.Name = "r; DROP TABLE y" }, "recoveries table"},
 	} {
 		bad := c
 		tc.change(&bad)
 		if err := bad.validate(); err == nil || !strings.Contains(err.Error(), tc.problem) {
 			t.Errorf("%s: validate = %v; want an error containing %q", tc.name, err, tc.problem)
+		}
+	}
+}
+
+// A pending recovery keeps the rows since its Since: the cutoff moves back
+// to it, never forward; one of every row keeps everything.
+func TestSpare(t *testing.T) {
+	cutoff := time.Date(2025, 3, 8, 12, 0, 0, 0, time.UTC)
+	before, after := cutoff.Add(-48*time.Hour), cutoff.Add(time.Hour)
+	m := Mark{Xmin: 7, Cutoff: cutoff}
+	for _, tc := range []struct {
+		name   string
+		r      *slot.Recovery
+		cutoff time.Time
+		some   bool
+	}{
+		{"none pending", nil, cutoff, true},
+		{"since before the cutoff", &slot.Recovery{Since: &before}, before, true},
+		{"since after the cutoff", &slot.Recovery{Since: &after}, cutoff, true},
+		{"every row", &slot.Recovery{}, cutoff, false},
+	} {
+		got, some := spare(m, tc.r)
+		if some != tc.some || (some && (!got.Cutoff.Equal(tc.cutoff) || got.Xmin != m.Xmin)) {
+			t.Errorf("%s: got %+v, %v; want cutoff %s, %v", tc.name, got, some, tc.cutoff, tc.some)
 		}
 	}
 }

@@ -52,7 +52,7 @@ func Check(ctx context.Context, cfg Config, cols schema.Columns) ([]check.Result
 	f := readFacts(ctx, conn, &cfg)
 	results := append(one(reachableResult(f, conn)), judge(f, versionRules)...)
 	results = append(results, tlsResult(cfg.ConnString, conn.PgConn()))
-	results = append(results, judge(f, settingRules, roleRules, tableRules, publicationRules, slotRules, failoverRules)...)
+	results = append(results, judge(f, settingRules, roleRules, tableRules, publicationRules, recoveryRules, slotRules, failoverRules)...)
 	results = append(results, checkStandbys(ctx, &cfg, conn.PgConn().Conn().RemoteAddr().String(), cfg.Slot)...)
 	if f.tableErr != nil || !f.tableExists {
 		return results, Routes{Err: fmt.Errorf("table %s does not exist", cfg.Table)}

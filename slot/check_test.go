@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap/zaptest"
+
 	"github.com/walrelay/walrelay/check"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
@@ -143,6 +145,10 @@ func (f *fixture) failover(sf serverFacts) []string {
 
 var goodPublication = []string{"publication=ok", "publication inserts=ok", "publication table=ok", "publication scope=ok"}
 
+// noRecovery is the result between the publication's and the slot's when
+// no recovery of the slot is pending.
+var noRecovery = []string{"recovery=ok"}
+
 var goodSlot = []string{"slot=ok", "slot plugin=ok", "slot database=ok", "slot wal_status=ok", "slot lag=ok"}
 
 func TestCheckGoodSetup(t *testing.T) {
@@ -157,7 +163,7 @@ func TestCheckGoodSetup(t *testing.T) {
 	got, _ := runCheck(t, f.config())
 	t.Logf("check of a good setup:\n%s", dump(got))
 
-	wantStatuses(t, got, slices.Concat(sf.head(), goodPublication, goodSlot, f.failover(sf)))
+	wantStatuses(t, got, slices.Concat(sf.head(), goodPublication, noRecovery, goodSlot, f.failover(sf)))
 	if r := find(t, got, "wal_level"); r.Found != "logical" {
 		t.Errorf("wal_level found: got %q; want %q", r.Found, "logical")
 	}
@@ -262,7 +268,7 @@ func TestCheckPublicationAndSlotProblems(t *testing.T) {
 			t.Logf("check:\n%s", dump(got))
 
 			sf := f.serverFacts()
-			wantStatuses(t, got, slices.Concat(sf.head(), tc.pub, tc.slot, f.failover(sf)))
+			wantStatuses(t, got, slices.Concat(sf.head(), tc.pub, noRecovery, tc.slot, f.failover(sf)))
 			for name, text := range tc.found {
 				if r := find(t, got, name); !strings.Contains(r.Found, text) {
 					t.Errorf("check %q found: got %q; want it to contain %q", name, r.Found, text)
@@ -298,7 +304,7 @@ func TestCheckRole(t *testing.T) {
 			head := f.serverFacts().head()
 			i := slices.IndexFunc(head, func(s string) bool { return strings.HasPrefix(s, "role replication=") })
 			head[i] = "role replication=" + tc.want
-			wantStatuses(t, got, slices.Concat(head, []string{"publication=fail", "publication create=fail", "slot=fail"}))
+			wantStatuses(t, got, slices.Concat(head, []string{"publication=fail", "publication create=fail"}, noRecovery, []string{"slot=fail"}))
 			if r := find(t, got, "publication create"); !strings.Contains(r.Found, "does not own") || !strings.Contains(r.Fix, "CREATE PUBLICATION") {
 				t.Errorf("publication create: got found %q, fix %q; want `does not own` and the CREATE PUBLICATION to run", r.Found, r.Fix)
 			}
@@ -402,4 +408,51 @@ func routeText(ms []schema.Message) string {
 		parts[i] = fmt.Sprintf("(%q %q %q)", m.AggregateType, m.Type, m.Topic)
 	}
 	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// A pending recovery of the slot fails `check` and the preflight, in the
+// recovery's words; finished, it passes. A recoveries table the role may
+// not read fails the check as unreadable.
+func TestCheckPendingRecovery(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.initSlot()
+	f.ensureRecoveries()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	since := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	err := slot.BeginRecovery(ctx, f.conn, f.recoveries(), slot.Recovery{Slot: f.slot, Since: &since, StartedBy: "host-a:4242"})
+	if err != nil {
+		t.Fatalf("BeginRecovery: got %v; want nil", err)
+	}
+	sf := f.serverFacts()
+
+	got, _ := runCheck(t, f.config())
+	wantStatuses(t, got, slices.Concat(sf.head(), goodPublication, []string{"recovery=fail"}, goodSlot, f.failover(sf)))
+	want := fmt.Sprintf(`a recovery of slot %q (rows since 2025-03-01T12:00:00Z, started at `, f.slot)
+	if r := find(t, got, "recovery"); !strings.HasPrefix(r.Found, want) || !strings.HasSuffix(r.Found, " by host-a:4242) is pending") ||
+		!strings.Contains(r.Fix, "walrelay recover") {
+		t.Errorf("recovery: got found %q, fix %q; want %q..., the process and `walrelay recover`", r.Found, r.Fix, want)
+	}
+	_, err = slot.Preflight(ctx, f.config(), zaptest.NewLogger(t))
+	var ce *slot.ConfigError
+	if !errors.As(err, &ce) || ce.Result.Name != "recovery" {
+		t.Errorf("Preflight: got %v; want the recovery rule's verdict", err)
+	}
+
+	if err := slot.FinishRecovery(ctx, f.conn, f.recoveries(), f.slot, 10, 0); err != nil {
+		t.Fatalf("FinishRecovery: got %v; want nil", err)
+	}
+	got, _ = runCheck(t, f.config())
+	wantStatuses(t, got, slices.Concat(sf.head(), goodPublication, noRecovery, goodSlot, f.failover(sf)))
+	if _, err := slot.Preflight(ctx, f.config(), zaptest.NewLogger(t)); err != nil {
+		t.Errorf("Preflight after the recovery finished: got %v; want nil", err)
+	}
+
+	cfg := f.config()
+	cfg.ConnString = f.role("REPLICATION")
+	got, _ = runCheck(t, cfg)
+	if r := find(t, got, "recovery"); r.Status != check.Fail || !strings.Contains(r.Found, "cannot read") || !strings.Contains(r.Found, "permission denied") {
+		t.Errorf("recovery as a role without SELECT on %s: got %s %q; want a failure saying it cannot read", f.recoveries(), r.Status, r.Found)
+	}
 }

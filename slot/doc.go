@@ -1,6 +1,7 @@
 // Package slot owns walrelay's side of PostgreSQL logical replication: the
 // preflight of the server, the publication and the slot, their creation by
-// `walrelay init`, and the replication stream itself.
+// `walrelay init`, the marker of a slot's pending recovery (`walrelay
+// recover`), and the replication stream itself.
 //
 // One goroutine owns the replication connection (pgconn is not safe for
 // concurrent use): Stream.Run connects, starts replication from 0/0 so that

@@ -11,8 +11,8 @@ import (
 )
 
 // facts are what the rules judge: the server, its settings, the role, the
-// outbox table, the publication and the slot, as read on one normal
-// connection. Each group keeps the error that kept it from being read, so
+// outbox table, the publication, the slot and its last recovery, as read
+// on one normal connection. Each group keeps the error that kept it from being read, so
 // that a rule reports an unreadable fact as such and never guesses it.
 type facts struct {
 	cfg *Config
@@ -40,6 +40,12 @@ type facts struct {
 
 	figures    Figures
 	figuresErr error
+
+	// recovery is the slot's last recovery; recoveryFound is false when it
+	// has none, or there is no recoveries table.
+	recovery      Recovery
+	recoveryFound bool
+	recoveryErr   error
 
 	ha    haFacts
 	haErr error
@@ -112,6 +118,7 @@ func readFacts(ctx context.Context, conn *pgx.Conn, cfg *Config) *facts {
 	f.tableExists, f.tableErr = tableExists(ctx, conn, cfg.Table)
 	f.readPublication(ctx, conn)
 	f.readFigures(ctx, conn)
+	f.recovery, f.recoveryFound, f.recoveryErr = ReadRecovery(ctx, conn, cfg.Recoveries, cfg.Slot)
 	f.ha, f.haErr = readHA(ctx, conn)
 	return f
 }
@@ -153,7 +160,7 @@ func (f *facts) readFigures(ctx context.Context, conn *pgx.Conn) {
 // returns it as it is: a failed read is no verdict on the setup, and the
 // next attempt may read it.
 func (f *facts) err() error {
-	for _, err := range []error{f.serverErr, f.settingsErr, f.roleErr, f.tableErr, f.pubErr, f.creatorErr, f.figuresErr, f.haErr} {
+	for _, err := range []error{f.serverErr, f.settingsErr, f.roleErr, f.tableErr, f.pubErr, f.creatorErr, f.figuresErr, f.recoveryErr, f.haErr} {
 		if err != nil {
 			return fmt.Errorf("read the server's setup: %w", err)
 		}

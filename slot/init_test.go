@@ -221,6 +221,11 @@ func TestRunPreflightRefuses(t *testing.T) {
 		subject: "slot",
 		setup:   func(*fixture) {},
 		want:    []string{"does not exist", "walrelay init"},
+	}, refusal{
+		name:    "pending recovery",
+		subject: "slot",
+		setup:   (*fixture).beginRecovery,
+		want:    []string{"recovery: a recovery of slot", "(every row, started at ", "is pending", "Run `walrelay recover` again"},
 	})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -242,6 +247,17 @@ func TestRunPreflightRefuses(t *testing.T) {
 				t.Errorf("out after the refused Run: got open; want closed")
 			}
 		})
+	}
+}
+
+// beginRecovery creates the slot and a pending recovery of every row for
+// it, as `walrelay recover` leaves them when stopped half-way.
+func (f *fixture) beginRecovery() {
+	f.t.Helper()
+	f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", f.slot)
+	f.ensureRecoveries()
+	if err := slot.BeginRecovery(context.Background(), f.conn, f.recoveries(), slot.Recovery{Slot: f.slot}); err != nil {
+		f.t.Fatalf("BeginRecovery: got %v; want nil", err)
 	}
 }
 
@@ -297,6 +313,7 @@ func TestInvalidNamesRefusedBeforeConnecting(t *testing.T) {
 		{"publication with a quote in options", func(c *slot.Config) { c.Publication = `pub'` }, "publication name"},
 		{"empty publication", func(c *slot.Config) { c.Publication = "" }, "publication name"},
 		{"table with a dot", func(c *slot.Config) { c.Table.Name = "a.b" }, "table name"},
+		{"recoveries table with a quote", func(c *slot.Config) { c.Recoveries = schema.Table{Schema: "public", Name: `r"x`} }, "recoveries table name"},
 		{"empty url", func(c *slot.Config) { c.ConnString = "" }, "url is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

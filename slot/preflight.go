@@ -97,10 +97,11 @@ func ReadSlot(ctx context.Context, conn *pgx.Conn, name string) (Info, error) {
 	return f.Info, err
 }
 
-// Preflight judges the server, the role, the table, the publication and
-// the slot by the rules `walrelay check` reports, without replicating, and
-// returns the first failure as a *ConfigError: `walrelay run` calls it
-// before it waits for leadership, so that bad configuration fails at once.
+// Preflight judges the server, the role, the table, the publication, a
+// pending recovery and the slot by the rules `walrelay check` reports,
+// without replicating, and returns the first failure as a *ConfigError:
+// `walrelay run` calls it before it waits for leadership, so that bad
+// configuration fails at once.
 // It logs the rules' warnings, once; a fact it cannot read is returned as
 // that error, never as a verdict.
 func Preflight(ctx context.Context, cfg Config, log *zap.Logger) (Info, error) {

@@ -46,6 +46,24 @@ type Recovery struct {
 // those rows must stay in the outbox table.
 func (r Recovery) Pending() bool { return r.FinishedAt == nil }
 
+// String says whose recovery it is, which rows it needs, and when and by
+// whom it was started: recovery of slot "walrelay" (rows since
+// 2025-03-01T12:00:00Z, started at 2025-03-02T07:30:00Z by host:4242).
+func (r Recovery) String() string {
+	rows := "every row"
+	if r.Since != nil {
+		rows = "rows since " + utc(*r.Since)
+	}
+	by := ""
+	if r.StartedBy != "" {
+		by = " by " + r.StartedBy
+	}
+	return fmt.Sprintf("recovery of slot %q (%s, started at %s%s)", r.Slot, rows, utc(r.StartedAt), by)
+}
+
+// utc formats t in RFC 3339, UTC, to the second.
+func utc(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
 // Execer runs one statement; *pgx.Conn, *pgxpool.Pool and pgx.Tx are
 // Execers.
 type Execer interface {

@@ -21,15 +21,19 @@ type rule func(*facts) []check.Result
 
 // The rules are in groups, in the order walrelay needs things: `walrelay
 // init` creates the publication between the table's group and the
-// publication's, and the slot between the publication's and the slot's.
-// Together they are the one list of what walrelay needs of PostgreSQL:
-// Check reports all of it, a preflight refuses on its first failure.
+// publication's, and the slot between the publication's and the slot's;
+// `walrelay recover` replaces the slot while its recovery is pending, so
+// that group comes before the slot's, and a slot missing or lost during a
+// recovery is refused with the recovery's words. Together they are the one
+// list of what walrelay needs of PostgreSQL: Check reports all of it, a
+// preflight refuses on its first failure.
 var (
 	versionRules     = []rule{versionRule, primaryRule}
 	settingRules     = []rule{walLevelRule, slotsRule, sendersRule, keepSizeRule, idleTimeoutRule}
 	roleRules        = []rule{replicationRule, connectRule}
 	tableRules       = []rule{tableRule}
 	publicationRules = []rule{publicationRule, creatorRule, insertsRule, coversRule, scopeRule}
+	recoveryRules    = []rule{recoveryRule}
 	slotRules        = []rule{slotRule, pluginRule, databaseRule, walStatusRule, invalidatedRule, lagRule}
 	failoverRules    = []rule{failoverRule, syncStandbySlotsRule}
 )
@@ -38,7 +42,9 @@ var (
 func serverRules() [][]rule { return [][]rule{versionRules, settingRules, roleRules, tableRules} }
 
 // allRules is the whole list, in order.
-func allRules() [][]rule { return append(serverRules(), publicationRules, slotRules, failoverRules) }
+func allRules() [][]rule {
+	return append(serverRules(), publicationRules, recoveryRules, slotRules, failoverRules)
+}
 
 // judge applies the groups of rules to f, in order.
 func judge(f *facts, groups ...[]rule) []check.Result {
@@ -266,6 +272,28 @@ func scopeRule(f *facts) []check.Result {
 			" WITH (publish = 'insert') and a new slot, switched to only once the old slot has caught up."
 	}
 	return one(check.Warning(name, fmt.Sprintf("publication %q also publishes %s", pub, strings.Join(more, ", ")), fix))
+}
+
+// recoveryRule refuses a slot whose recovery (`walrelay recover`) is
+// pending: the slot may be one the recovery created before it published
+// the rows committed before the slot's consistent point, which must reach
+// Kafka before anything the slot streams; or the recovery stopped before
+// it replaced a lost slot. A recoveries table that cannot be read is a
+// failure saying so, never "none pending".
+func recoveryRule(f *facts) []check.Result {
+	const name = "recovery"
+	r := f.recovery
+	switch {
+	case f.recoveryErr != nil:
+		return one(check.Failure(name, "cannot read: "+f.recoveryErr.Error(),
+			"Fix the cause in the error; walrelay's role reads "+f.cfg.Recoveries.String()+" ("+schema.GrantsForRole+")."))
+	case !f.recoveryFound:
+		return one(check.Pass(name, "none pending"))
+	case !r.Pending():
+		return one(check.Pass(name, "none pending (the last finished at "+utc(*r.FinishedAt)+")"))
+	}
+	return one(check.Failure(name, "a "+r.String()+" is pending",
+		"Run `walrelay recover` again to finish it; walrelay will not stream before that."))
 }
 
 // slotRule reports whether the slot exists; the other slot rules say

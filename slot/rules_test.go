@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/walrelay/walrelay/check"
 	"github.com/walrelay/walrelay/schema"
@@ -190,5 +191,67 @@ func TestVersionRule(t *testing.T) {
 		if tc.status == check.Fail && (!strings.Contains(r.Found, "walrelay needs 14 or newer") || firstFailure(judge(f, allRules()...)) == nil) {
 			t.Errorf("%s: got %q and no refusal; want the preflight to refuse, naming 14", tc.version, r.Found)
 		}
+	}
+}
+
+// A pending recovery refuses the slot, before the slot's own rules (a
+// recovery may be between dropping the old slot and creating the new);
+// a finished one, or none, passes.
+func TestRecoveryRule(t *testing.T) {
+	since := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	started := time.Date(2025, 3, 2, 8, 30, 0, 0, time.FixedZone("CET", 3600))
+	finished := started.Add(time.Minute)
+	pending := Recovery{Slot: "relay", Since: &since, StartedAt: started, StartedBy: "host-a:4242"}
+	for _, tc := range []struct {
+		name   string
+		modify func(*facts)
+		status check.Status
+		want   string
+	}{
+		{"no recovery", func(*facts) {}, check.OK, "none pending"},
+		{"finished", func(f *facts) {
+			r := pending
+			r.FinishedAt = &finished
+			f.recovery, f.recoveryFound = r, true
+		}, check.OK, "none pending (the last finished at 2025-03-02T07:31:00Z)"},
+		{"pending since a time", func(f *facts) { f.recovery, f.recoveryFound = pending, true }, check.Fail,
+			`a recovery of slot "relay" (rows since 2025-03-01T12:00:00Z, started at 2025-03-02T07:30:00Z by host-a:4242) is pending; ` +
+				"fix: Run `walrelay recover` again to finish it; walrelay will not stream before that."},
+		{"pending for every row, slot dropped", func(f *facts) {
+			r := pending
+			r.Since, r.StartedBy = nil, ""
+			f.recovery, f.recoveryFound, f.figures = r, true, Figures{}
+		}, check.Fail, `a recovery of slot "relay" (every row, started at 2025-03-02T07:30:00Z) is pending`},
+		{"unreadable", func(f *facts) { f.recoveryErr = errors.New("permission denied for table outbox_recoveries") }, check.Fail,
+			"cannot read: permission denied for table outbox_recoveries; fix: Fix the cause in the error; walrelay's role reads public.outbox_recoveries"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := goodFacts()
+			f.cfg.Recoveries = schema.Table{Schema: "public", Name: "outbox_recoveries"}
+			tc.modify(f)
+			r := recoveryRule(f)[0]
+			if got := r.Name + ": " + r.Found + "; fix: " + r.Fix; r.Status != tc.status || !strings.Contains(got, tc.want) {
+				t.Errorf("got %s %q; want %s with %q", r.Status, got, tc.status, tc.want)
+			}
+			err := firstFailure(judge(f, allRules()...))
+			var ce *ConfigError
+			if tc.status == check.Fail && f.recoveryErr == nil && (!errors.As(err, &ce) || ce.Result.Name != "recovery") {
+				t.Errorf("verdict: got %v; want the recovery rule's", err)
+			}
+			if tc.status == check.OK && err != nil {
+				t.Errorf("verdict: got %v; want none", err)
+			}
+		})
+	}
+}
+
+// The recoveries table that cannot be read is a read error of the facts:
+// the preflight returns it as such, not as a verdict.
+func TestUnreadableRecoveryIsNoVerdict(t *testing.T) {
+	f := goodFacts()
+	f.recoveryErr = errors.New("permission denied for table outbox_recoveries")
+	var ce *ConfigError
+	if err := f.err(); err == nil || errors.As(err, &ce) || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("facts error: got %v; want the read error, not a *ConfigError", err)
 	}
 }

@@ -151,16 +151,6 @@ func withStore(ctx context.Context, c config, fn func(*dlq.Store) error) error {
 	return fn(st)
 }
 
-// ensureDeadLetters creates the dead-letter table on a new connection.
-func ensureDeadLetters(ctx context.Context, c config) (schema.Table, error) {
-	conn, err := slot.Connect(ctx, c.Slot)
-	if err != nil {
-		return schema.Table{}, oneLine(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	return c.Schema.DeadLetterTable(), dlq.EnsureTable(ctx, conn, c.Schema)
-}
-
 func dlqDiscard(ctx context.Context, c config, st *dlq.Store, stdout, _ io.Writer) error {
 	sel, err := c.DLQ.selection()
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/walrelay/walrelay/schema"
 )
 
 // The DDL shipped for docker-compose is what `walrelay schema --grant-to
@@ -79,5 +81,22 @@ func TestHostileNamesAreRefused(t *testing.T) {
 		if err == nil || errors.Is(err, errUsage) {
 			t.Errorf("run(%q) = %v; want a validation error", args, err)
 		}
+	}
+}
+
+// The recoveries table sits beside the dead-letter table: --dead-letter-table
+// moves it for the preflight too.
+func TestRecoveriesFollowTheDeadLetterTable(t *testing.T) {
+	o, s, err := parseOptions("run", []string{"--postgres-url", "postgres://127.0.0.1:1/x", "--table", "app.events",
+		"--dead-letter-table", "ops.parked"}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := o.resolve(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Slot.Recoveries, (schema.Table{Schema: "ops", Name: "events_recoveries"}); got != want {
+		t.Errorf("recoveries table of the slot: got %s; want %s", got, want)
 	}
 }

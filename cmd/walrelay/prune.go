@@ -76,15 +76,19 @@ func checkPruneUsage(p retention.Config, stderr io.Writer) error {
 }
 
 // pruneSummary is the line prune prints: what went, from where, up to
-// which mark, and how long it took.
+// which mark, how long it took, and what a pending recovery kept.
 func pruneSummary(rc retention.Config, r retention.Result) string {
 	verb := "pruned"
 	if r.DryRun {
 		verb = "dry run: would prune"
 	}
-	return fmt.Sprintf("%s %s from %s in %s (%s before %s, inserted before xid %d); slot %q confirmed %s, mark %s; took %s",
+	line := fmt.Sprintf("%s %s from %s in %s (%s before %s, inserted before xid %d); slot %q confirmed %s, mark %s; took %s",
 		verb, count(r.Deleted, "row", "rows"), rc.Table, count(int64(r.Batches), "batch", "batches"), rc.OccurredAt, r.Mark.Cutoff.UTC().Format(time.RFC3339), r.Mark.Xmin,
 		rc.Slot, r.Confirmed, r.Mark.InsertLSN, r.Took.Round(time.Millisecond))
+	if k := r.KeptForRecovery; k != nil {
+		line += "; kept the rows a pending " + k.String() + " needs"
+	}
+	return line
 }
 
 // count is "1 row" or "2 rows".

@@ -11,6 +11,7 @@ import (
 
 	"github.com/walrelay/walrelay/retention"
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/slot"
 )
 
 func TestPruneOptionsFromEnvironmentAndFlags(t *testing.T) {
@@ -18,13 +19,13 @@ func TestPruneOptionsFromEnvironmentAndFlags(t *testing.T) {
 	t.Setenv("WALRELAY_PRUNE_WAIT", "3s")
 	var errOut bytes.Buffer
 	o, err := parseOpts("prune", []string{"--retention", "168h", "--prune-pause", "1s", "--dry-run", "--prune-batch", "70",
-		"--table", "app.events", "--column-occurred-at", "event_time", "--slot", "s1"}, &errOut)
+		"--table", "app.events", "--column-occurred-at", "event_time", "--slot", "s1", "--dead-letter-table", "ops.parked"}, &errOut)
 	if err != nil {
 		t.Fatalf("parseOptions: %v\n%s", err, errOut.String())
 	}
 	rc := o.mustConfig(t).Retention
 	want := retention.Config{Table: schema.Table{Schema: "app", Name: "events"}, OccurredAt: "event_time", Slot: "s1",
-		Retention: 168 * time.Hour, Batch: 70, Pause: time.Second, Wait: 3 * time.Second, DryRun: true,
+		Recoveries: schema.Table{Schema: "ops", Name: "events_recoveries"}, Retention: 168 * time.Hour, Batch: 70, Pause: time.Second, Wait: 3 * time.Second, DryRun: true,
 		PollInterval: retention.Defaults().PollInterval}
 	if rc != want {
 		t.Errorf("retention config: got %+v; want %+v (the flag wins over the environment)", rc, want)
@@ -142,5 +143,10 @@ func TestPruneSummary(t *testing.T) {
 	r.DryRun, r.Deleted, r.Batches = true, 1, 1
 	if got, want := pruneSummary(rc, r), "dry run: would prune 1 row from public.outbox_messages in 1 batch ("; !strings.HasPrefix(got, want) {
 		t.Errorf("dry-run summary: got %s; want it to start with %q", got, want)
+	}
+	r.KeptForRecovery = &slot.Recovery{Slot: "walrelay", Since: &r.Mark.Cutoff, StartedAt: time.Date(2025, 3, 2, 7, 30, 0, 0, time.UTC), StartedBy: "host:1"}
+	want = `; took 1.235s; kept the rows a pending recovery of slot "walrelay" (rows since 2025-03-01T12:00:00Z, started at 2025-03-02T07:30:00Z by host:1) needs`
+	if got := pruneSummary(rc, r); !strings.HasSuffix(got, want) || strings.Count(got, "\n") != 0 {
+		t.Errorf("summary with a pending recovery: got %s; want one line ending %q", got, want)
 	}
 }

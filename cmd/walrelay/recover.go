@@ -69,7 +69,7 @@ func newRecovery(ctx context.Context, c config, log *zap.Logger, stderr io.Write
 	if err := warnPostgresTLS(log, c.Slot.ConnString); err != nil {
 		return nil, err
 	}
-	r := &recovery{c: c, log: log, stderr: stderr, table: c.Schema.RecoveryTable()}
+	r := &recovery{c: c, log: log, stderr: stderr, table: c.Slot.Recoveries}
 	var err error
 	if r.pool, err = slot.OpenPool(c.Slot, 4); err != nil {
 		return nil, err
@@ -125,10 +125,7 @@ func (r *recovery) prepare(ctx context.Context) error {
 	if _, err := slot.PrepareRecovery(checkCtx, r.c.Slot, r.log); err != nil {
 		return err
 	}
-	if _, err := ensureDeadLetters(checkCtx, r.c); err != nil {
-		return err
-	}
-	if err := ensureRecoveries(checkCtx, r.c); err != nil {
+	if err := ensureTables(checkCtx, r.c); err != nil {
 		return err
 	}
 	if err := r.refuseHeld(checkCtx); err != nil {
@@ -138,15 +135,6 @@ func (r *recovery) prepare(ctx context.Context) error {
 		return nil
 	}
 	return sink.Ping(checkCtx, r.c.Sink)
-}
-
-func ensureRecoveries(ctx context.Context, c config) error {
-	conn, err := slot.Connect(ctx, c.Slot)
-	if err != nil {
-		return oneLine(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	return slot.EnsureRecoveryTable(ctx, conn, c.Schema)
 }
 
 // refuseHeld fails when a process holds the slot's leader lock: a

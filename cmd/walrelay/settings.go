@@ -236,6 +236,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		s.group("Outbox table")
 		s.str(&o.Table, "table", tableHelp)
 		s.str(&o.Columns.OccurredAt, "column-occurred-at", "column holding the event time, which --retention counts from")
+		s.str(&o.DeadLetterTable, "dead-letter-table", deadLetterTableHelp+"; prune keeps what a pending recovery needs, from the recoveries table in its schema")
 		slotFlag(s, o)
 		s.group("Pruning")
 		s.dur(&o.Retention.Retention, "retention", "keep outbox rows this long after their occurred_at, e.g. 168h (required, at least 1m)")
@@ -430,6 +431,7 @@ func (o options) resolve(s *flagSet) (config, error) {
 		}
 		c.Slot = o.Slot
 		c.Slot.ConnString, c.Slot.Table, c.Slot.Publication = conn, c.Schema.Table, c.Schema.Publication
+		c.Slot.Recoveries = c.Schema.RecoveryTable() // beside the dead-letter table, wherever that is
 		if err := schema.ValidateSlotName(c.Slot.Slot); err != nil {
 			return config{}, err
 		}
@@ -497,7 +499,7 @@ func (o options) sinkConfig() (sink.Config, error) {
 // --prune-wait means none (the package's zero means its default).
 func (o options) retentionConfig(sc schema.Config) retention.Config {
 	rc := o.Retention
-	rc.Table, rc.OccurredAt, rc.Slot = sc.Table, sc.Columns.OccurredAt, o.Slot.Slot
+	rc.Table, rc.OccurredAt, rc.Slot, rc.Recoveries = sc.Table, sc.Columns.OccurredAt, o.Slot.Slot, sc.RecoveryTable()
 	if rc.Pause == 0 {
 		rc.Pause = -1
 	}

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/dlq"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
 )
@@ -71,11 +72,25 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	dl, err := ensureDeadLetters(ctx, c)
-	if err != nil {
+	if err := ensureTables(ctx, c); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "publication %q covers %s; slot %q is ready at %s (wal_status %s); dead-letter table %s is ready\n",
-		cfg.Publication, cfg.Table, cfg.Slot, info.ConfirmedFlush, info.WALStatus, dl)
+	fmt.Fprintf(stdout, "publication %q covers %s; slot %q is ready at %s (wal_status %s); dead-letter table %s and recoveries table %s are ready\n",
+		cfg.Publication, cfg.Table, cfg.Slot, info.ConfirmedFlush, info.WALStatus, c.Schema.DeadLetterTable(), c.Schema.RecoveryTable())
 	return nil
+}
+
+// ensureTables creates the dead-letter table and the recoveries table,
+// each unless it exists, on a new connection: the tables walrelay writes
+// besides the slot.
+func ensureTables(ctx context.Context, c config) error {
+	conn, err := slot.Connect(ctx, c.Slot)
+	if err != nil {
+		return oneLine(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := dlq.EnsureTable(ctx, conn, c.Schema); err != nil {
+		return err
+	}
+	return slot.EnsureRecoveryTable(ctx, conn, c.Schema)
 }

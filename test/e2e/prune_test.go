@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/slot"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/pgtest"
 )
@@ -47,15 +48,7 @@ func TestPruneDeletesOnlyPublishedOldRows(t *testing.T) {
 		t.Errorf("prune said %q; want one line starting \"pruned 30 rows ... in 5 batches\" (7+7+7+7+2)", out)
 	}
 	t.Logf("walrelay prune: %s", strings.TrimSpace(out))
-	var left []string
-	for _, row := range f.OutboxRows() {
-		left = append(left, row.ID)
-	}
-	sort.Strings(left)
-	sort.Strings(newIDs)
-	if fmt.Sprint(left) != fmt.Sprint(newIDs) {
-		t.Errorf("rows left: %v; want exactly the %d new ones %v (the %d old ones gone)", left, len(newIDs), newIDs, len(oldIDs))
-	}
+	wantIDs(t, fmt.Sprintf("rows left (the %d old ones gone)", len(oldIDs)), f, newIDs)
 	r.Running()
 }
 
@@ -93,4 +86,57 @@ func insertAged(t *testing.T, f *harness.Fixture, prefix string, n int, age time
 func awaitSnapshotPast(t *testing.T, f *harness.Fixture, xid uint64) {
 	t.Helper()
 	pgtest.AwaitSnapshotPast(t, f.DB, xid)
+}
+
+// While a recovery of the slot is pending, `walrelay prune` keeps the rows
+// it needs, however old and confirmed, deletes the older ones, and says so
+// on its line; once the recovery is finished, the next prune takes them.
+func TestPruneKeepsWhatAPendingRecoveryNeeds(t *testing.T) {
+	f := harness.New(t, "order")
+	f.WalrelayOK("init")
+	oldIDs, _ := insertAged(t, f, "old", 20, 4*time.Hour)
+	neededIDs, _ := insertAged(t, f, "needed", 10, 2*time.Hour)
+	newIDs, xid := insertAged(t, f, "new", 5, 0)
+	// The relay, started before the recovery (a new session would refuse),
+	// keeps the slot passing prune's marks.
+	r := f.Run("--heartbeat-interval", "1s")
+	r.WaitStarted()
+	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
+	awaitSnapshotPast(t, f, xid)
+	ctx := context.Background()
+	since := time.Now().Add(-3 * time.Hour).UTC().Truncate(time.Second)
+	err := slot.BeginRecovery(ctx, f.DB, recoveries(f), slot.Recovery{Slot: f.Slot, Since: &since, StartedBy: "e2e:1"})
+	harness.Must(t, err, "mark a recovery pending")
+
+	prune := []string{"--postgres-url", f.PGURL, "--retention", "1h", "--prune-wait", "30s"}
+	out := f.WalrelayOK("prune", prune...)
+	want := fmt.Sprintf(`; kept the rows a pending recovery of slot %q (rows since %s, started at `, f.Slot, since.Format(time.RFC3339))
+	if !strings.HasPrefix(out, fmt.Sprintf("pruned 20 rows from public.%s in 1 batch (occurred_at before %s,", f.Table, since.Format(time.RFC3339))) ||
+		!strings.Contains(out, want) || !strings.HasSuffix(out, " by e2e:1) needs\n") || strings.Count(out, "\n") != 1 {
+		t.Errorf("prune said %q; want one line: 20 rows before %s, and %q...", out, since.Format(time.RFC3339), want)
+	}
+	wantIDs(t, "rows left while the recovery is pending", f, append(neededIDs, newIDs...))
+
+	harness.Must(t, slot.FinishRecovery(ctx, f.DB, recoveries(f), f.Slot, int64(len(neededIDs)), 0), "finish the recovery")
+	out = f.WalrelayOK("prune", prune...)
+	if !strings.HasPrefix(out, "pruned 10 rows from ") || strings.Contains(out, "recovery") {
+		t.Errorf("prune after the recovery said %q; want the 10 rows it had kept, no recovery", out)
+	}
+	wantIDs(t, fmt.Sprintf("rows left after the recovery (the %d old ones gone before)", len(oldIDs)), f, newIDs)
+	r.Running()
+}
+
+// wantIDs fails the test unless the outbox holds exactly the rows ids.
+func wantIDs(t *testing.T, what string, f *harness.Fixture, ids []string) {
+	t.Helper()
+	var left []string
+	for _, row := range f.OutboxRows() {
+		left = append(left, row.ID)
+	}
+	sort.Strings(left)
+	want := append([]string(nil), ids...)
+	sort.Strings(want)
+	if fmt.Sprint(left) != fmt.Sprint(want) {
+		t.Errorf("%s: got %d rows %v; want %d %v", what, len(left), left, len(want), want)
+	}
 }
