@@ -85,6 +85,27 @@ func (f *Fixture) Write(ctx context.Context, l Load) (int, error) {
 	return total, err
 }
 
+// LoadUntil writes rounds of l until ctx ends, in the background; a round
+// that fails (the server went away, say) is cut, not retried, and the next
+// starts 100 ms later. wait returns the rounds written and how many of them
+// failed.
+func (f *Fixture) LoadUntil(ctx context.Context, l Load) (wait func() (rounds, failed int)) {
+	var wg sync.WaitGroup
+	var rounds, failed int
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			rounds++
+			if _, err := f.Write(ctx, l); err != nil {
+				failed++
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}()
+	return func() (int, int) { wg.Wait(); return rounds, failed }
+}
+
 func (w *writer) run(ctx context.Context, rows int) (int, error) {
 	done := 0
 	for tx := 0; done < rows; tx++ {

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,21 +55,7 @@ func (p *Pair) StartUnderLoad(t *testing.T) (r *Relay, stop func() (rounds, fail
 // primary; a round cut by the failover is cut, not retried. wait returns
 // the rounds written and how many of them failed.
 func (p *Pair) Load(ctx context.Context) (wait func() (rounds, failed int)) {
-	var wg sync.WaitGroup
-	var rounds, failed int
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			rounds++
-			l := Load{Writers: 2, Rows: 200, MaxTxRows: 100, AggregatesPerWriter: 5, Types: []string{"order"}, Pause: 20 * time.Millisecond}
-			if _, err := p.F.Write(ctx, l); err != nil {
-				failed++
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	}()
-	return func() (int, int) { wg.Wait(); return rounds, failed }
+	return p.F.LoadUntil(ctx, Load{Writers: 2, Rows: 200, MaxTxRows: 100, AggregatesPerWriter: 5, Types: []string{"order"}, Pause: 20 * time.Millisecond})
 }
 
 // SyncedSlot waits until the standby holds a persistent, synced copy of the

@@ -13,9 +13,11 @@ import (
 	"github.com/walrelay/walrelay/test/poll"
 )
 
-// relay is a running `walrelay run`.
+// Relay is a running walrelay command: `walrelay run`, or another verb
+// started in the background (Spawn).
 type Relay struct {
 	t      *testing.T
+	verb   string
 	Cmd    *exec.Cmd
 	Stderr *syncBuffer // everything it printed
 	done   chan struct{}
@@ -38,11 +40,19 @@ func (f *Fixture) Run(extra ...string) *Relay {
 // WALRELAY_FAILPOINT=after-ack) on top of the test's own.
 func (f *Fixture) RunEnv(env []string, extra ...string) *Relay {
 	f.t.Helper()
-	r := &Relay{t: f.t, Stderr: &syncBuffer{}, done: make(chan struct{})}
-	r.Cmd = f.Command(context.Background(), env, append([]string{"run"}, extra...)...)
+	return f.Spawn(env, "run", extra...)
+}
+
+// Spawn runs `walrelay verb extra...` in the background with extra
+// environment variables, its stdout and stderr both in Stderr; it is killed
+// in t.Cleanup, and its output logged there if the test failed.
+func (f *Fixture) Spawn(env []string, verb string, extra ...string) *Relay {
+	f.t.Helper()
+	r := &Relay{t: f.t, verb: verb, Stderr: &syncBuffer{}, done: make(chan struct{})}
+	r.Cmd = f.Command(context.Background(), env, append([]string{verb}, extra...)...)
 	r.Cmd.Stdout, r.Cmd.Stderr = r.Stderr, r.Stderr
 	if err := r.Cmd.Start(); err != nil {
-		f.t.Fatalf("start walrelay run: %v", err)
+		f.t.Fatalf("start walrelay %s: %v", verb, err)
 	}
 	go func() {
 		r.err = r.Cmd.Wait()
@@ -52,7 +62,7 @@ func (f *Fixture) RunEnv(env []string, extra ...string) *Relay {
 		r.Cmd.Process.Kill() //nolint:errcheck // may have exited already
 		<-r.done
 		if f.t.Failed() {
-			f.t.Logf("walrelay run output:\n%s", r.Stderr.String())
+			f.t.Logf("walrelay %s output:\n%s", r.verb, r.Stderr.String())
 		}
 	})
 	return r
@@ -69,7 +79,7 @@ func (r *Relay) Stop() int {
 	select {
 	case <-r.done:
 	case <-time.After(90 * time.Second):
-		r.t.Fatalf("walrelay did not stop within 90s of SIGTERM\n%s", r.Stderr.String())
+		r.t.Fatalf("walrelay %s did not stop within 90s of SIGTERM\n%s", r.verb, r.Stderr.String())
 	}
 	return r.Cmd.ProcessState.ExitCode()
 }
@@ -105,7 +115,7 @@ func (r *Relay) Running() {
 	r.t.Helper()
 	select {
 	case <-r.done:
-		r.t.Fatalf("walrelay exited early (%v):\n%s", r.err, r.Stderr.String())
+		r.t.Fatalf("walrelay %s exited early (%v):\n%s", r.verb, r.err, r.Stderr.String())
 	default:
 	}
 }
@@ -141,7 +151,7 @@ func (r *Relay) Wait(within time.Duration) int {
 	select {
 	case <-r.done:
 	case <-time.After(within):
-		r.t.Fatalf("walrelay did not exit within %s\n%s", within, r.Stderr.String())
+		r.t.Fatalf("walrelay %s did not exit within %s\n%s", r.verb, within, r.Stderr.String())
 	}
 	return r.Cmd.ProcessState.ExitCode()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,11 +77,32 @@ func (r Report) String() string {
 // partition.
 func (f *Fixture) Verify(rows []Row) Report {
 	f.t.Helper()
+	return f.VerifyAs(rows, Expect{})
+}
+
+// Expect is what the verifier expects of the records besides the rows
+// themselves (Verify expects nothing more).
+type Expect struct {
+	// Topic, when set, is the topic of every row instead of its own (a
+	// replay's --to-topic).
+	Topic string
+	// Headers are headers every record carries besides the row's, of any
+	// value (walrelay_replay on a replay's records).
+	Headers []string
+}
+
+// VerifyAs is Verify with the records expected as e says.
+func (f *Fixture) VerifyAs(rows []Row, e Expect) Report {
+	f.t.Helper()
+	topicOf := f.ExpectedTopic
+	if e.Topic != "" {
+		topicOf = func(Row) string { return e.Topic }
+	}
 	want := map[string]Row{}
 	topics := map[string]bool{}
 	for _, r := range rows {
 		want[r.ID] = r
-		topics[f.ExpectedTopic(r)] = true
+		topics[topicOf(r)] = true
 	}
 	rep := Report{Expected: len(rows)}
 	seen := map[string]bool{}
@@ -118,7 +140,7 @@ func (f *Fixture) Verify(rows []Row) Report {
 				continue
 			}
 			seen[id] = true
-			if problem := checkRecord(r, rec, topic, f.ExpectedTopic(r)); problem != "" {
+			if problem := checkRecord(r, rec, topic, topicOf(r), e.Headers); problem != "" {
 				rep.Mismatches = append(rep.Mismatches, id+": "+problem)
 			}
 			agg := r.AggregateType + "/" + r.AggregateID
@@ -148,7 +170,7 @@ func (f *Fixture) Verify(rows []Row) Report {
 }
 
 // checkRecord compares one record with its row; "" when they agree.
-func checkRecord(r Row, rec kafkatest.Record, topic, wantTopic string) string {
+func checkRecord(r Row, rec kafkatest.Record, topic, wantTopic string, extra []string) string {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	if topic != wantTopic {
@@ -186,8 +208,13 @@ func checkRecord(r Row, rec kafkatest.Record, topic, wantTopic string) string {
 	if err != nil || !ceTime.Equal(r.OccurredAt) {
 		add("header ce_time = %q; want %s", rec.Headers["ce_time"], r.OccurredAt.UTC().Format(time.RFC3339Nano))
 	}
+	for _, k := range extra {
+		if _, ok := rec.Headers[k]; !ok {
+			add("no header %s", k)
+		}
+	}
 	for k := range rec.Headers {
-		if _, ok := wantHeaders[k]; !ok && k != "ce_time" {
+		if _, ok := wantHeaders[k]; !ok && k != "ce_time" && !slices.Contains(extra, k) {
 			add("unexpected header %s", k)
 		}
 	}
