@@ -45,6 +45,12 @@ type reading struct {
 	st                slot.Status
 	holder            leader.Holder
 	led               bool // holder is set
+	// recovery is the slot's last recovery (recovered is false when there
+	// was none); recoveryErr says why it could not be read, which status
+	// reports rather than fails on.
+	recovery    slot.Recovery
+	recovered   bool
+	recoveryErr error
 }
 
 func readStatus(ctx context.Context, cfg slot.Config) (reading, error) {
@@ -63,6 +69,7 @@ func readStatus(ctx context.Context, cfg slot.Config) (reading, error) {
 	if r.holder, r.led, err = leader.FindHolder(ctx, conn, cfg.Slot); err != nil {
 		return reading{}, err
 	}
+	r.recovery, r.recovered, r.recoveryErr = slot.ReadRecovery(ctx, conn, cfg.Recoveries, cfg.Slot)
 	return r, nil
 }
 
@@ -134,6 +141,22 @@ type statusJSON struct {
 	Slot          slotJSON        `json:"slot"`
 	Publication   publicationJSON `json:"publication"`
 	Leader        *leaderJSON     `json:"leader"`
+	// Recovery is the slot's last `walrelay recover`; null when there was
+	// none (or its table cannot be read: see recovery_error).
+	Recovery      *recoveryJSON `json:"recovery"`
+	RecoveryError *string       `json:"recovery_error,omitempty"`
+}
+
+type recoveryJSON struct {
+	Pending       bool    `json:"pending"`
+	Since         *string `json:"since"` // null: every row
+	StartedAt     string  `json:"started_at"`
+	StartedBy     string  `json:"started_by"`
+	ForceReason   *string `json:"force_reason"`
+	ConsistentLSN *string `json:"consistent_lsn"`
+	FinishedAt    *string `json:"finished_at"`
+	Published     int64   `json:"published"`
+	Parked        int64   `json:"parked"`
 }
 
 type slotJSON struct {
@@ -179,13 +202,55 @@ type leaderJSON struct {
 const readAtLayout = "2006-01-02T15:04:05.000Z07:00"
 
 func (r reading) jsonForm() statusJSON {
-	return statusJSON{
+	j := statusJSON{
 		ReadAt:        r.at.UTC().Format(readAtLayout),
 		CurrentWALLSN: r.st.CurrentWAL.String(),
 		Slot:          r.slotJSON(),
 		Publication:   r.publicationJSON(),
 		Leader:        r.leaderJSON(),
+		Recovery:      r.recoveryJSON(),
 	}
+	if r.recoveryErr != nil {
+		j.RecoveryError = ptr(r.recoveryErr.Error())
+	}
+	return j
+}
+
+func (r reading) recoveryJSON() *recoveryJSON {
+	if !r.recovered {
+		return nil
+	}
+	v := r.recovery
+	j := &recoveryJSON{Pending: v.Pending(), StartedAt: v.StartedAt.UTC().Format(readAtLayout), StartedBy: v.StartedBy,
+		Published: v.Published, Parked: v.Parked}
+	if v.Since != nil {
+		j.Since = ptr(v.Since.UTC().Format(readAtLayout))
+	}
+	if v.ForceReason != "" {
+		j.ForceReason = &v.ForceReason
+	}
+	if v.ConsistentLSN != 0 {
+		j.ConsistentLSN = ptr(v.ConsistentLSN.String())
+	}
+	if v.FinishedAt != nil {
+		j.FinishedAt = ptr(v.FinishedAt.UTC().Format(readAtLayout))
+	}
+	return j
+}
+
+// recoveryText is the last recovery in one line: pending (run recover
+// again), or finished with its figures.
+func (r reading) recoveryText() string {
+	switch {
+	case r.recoveryErr != nil:
+		return "cannot read: " + r.recoveryErr.Error()
+	case !r.recovered:
+		return "none"
+	case r.recovery.Pending():
+		return "PENDING: a " + r.recovery.String() + "; run `walrelay recover` again to finish it (walrelay run refuses until then)"
+	}
+	v := r.recovery
+	return fmt.Sprintf("last finished at %s: %d published, %d parked", v.FinishedAt.UTC().Format(readAtLayout), v.Published, v.Parked)
 }
 
 func (r reading) slotJSON() slotJSON {
@@ -255,7 +320,7 @@ func writeStatusTable(w io.Writer, r reading) error {
 	rows := append(append(append([][2]string{
 		{"read at", r.at.UTC().Format(readAtLayout)},
 		{"server WAL", r.st.CurrentWAL.String()},
-	}, r.slotRows()...), r.publicationRows()...), [2]string{"leader", r.leaderText()})
+	}, r.slotRows()...), r.publicationRows()...), [2]string{"leader", r.leaderText()}, [2]string{"recovery", r.recoveryText()})
 	width := 0
 	for _, row := range rows {
 		width = max(width, len(row[0]))
@@ -272,7 +337,7 @@ func (r reading) slotRows() [][2]string {
 	s := r.slotJSON()
 	rows := [][2]string{{"slot", r.slot}, {"slot state", s.State}}
 	if !r.st.Exists {
-		return append(rows, [2]string{"slot fix", "run `walrelay init` to create it"})
+		return append(rows, [2]string{"slot fix", "run `walrelay init` to create it; if walrelay streamed from this database before, `walrelay recover --since TIME` instead"})
 	}
 	return append(rows,
 		[2]string{"active pid", orDash(s.ActivePID, func(p int32) string { return fmt.Sprint(p) })},

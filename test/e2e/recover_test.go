@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"sort"
@@ -310,6 +311,20 @@ func TestRecoverKilledHalfWayIsSafeToRunAgain(t *testing.T) {
 	if pending := recoveryPending(t, f); !pending {
 		t.Errorf("the recoveries table: got no pending recovery of slot %s after recover was killed; want one", f.Slot)
 	}
+	if got := statusTable(t, f)["recovery"]; !strings.HasPrefix(got, "PENDING: a recovery of slot") || !strings.Contains(got, "every row") {
+		t.Errorf("walrelay status, recovery: got %q; want it PENDING, of every row", got)
+	}
+	var st struct {
+		Recovery *struct {
+			Pending       bool    `json:"pending"`
+			Since         *string `json:"since"`
+			ConsistentLSN *string `json:"consistent_lsn"`
+		} `json:"recovery"`
+	}
+	harness.Must(t, json.Unmarshal([]byte(f.WalrelayOK("status", "--json")), &st), "parse walrelay status --json")
+	if r := st.Recovery; r == nil || !r.Pending || r.Since != nil || r.ConsistentLSN == nil {
+		t.Errorf("walrelay status --json, recovery: got %+v; want pending, since null (every row), a consistent_lsn", r)
+	}
 
 	if out, streamed := runRefuses(t, f); streamed {
 		t.Errorf("walrelay run with a recovery pending streamed; want it to refuse (rule \"recovery\"):\n%s", out)
@@ -324,6 +339,9 @@ func TestRecoverKilledHalfWayIsSafeToRunAgain(t *testing.T) {
 	}
 	if recoveryPending(t, f) {
 		t.Errorf("the recoveries table: recovery of slot %s still pending after recover finished", f.Slot)
+	}
+	if got, want := statusTable(t, f)["recovery"], fmt.Sprintf(": %d published, 0 parked", rows); !strings.HasPrefix(got, "last finished at ") || !strings.HasSuffix(got, want) {
+		t.Errorf("walrelay status, recovery: got %q; want last finished at ..%s", got, want)
 	}
 	all := streamAndVerify(t, f, 200)
 	rep := f.Verify(all)
