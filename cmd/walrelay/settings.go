@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/leader"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/retention"
@@ -29,12 +30,15 @@ type options struct {
 	Publication     string
 	DeadLetterTable string
 	Columns         schema.Columns
-	GrantTo         string
-	OnBadMessage    string
-	CreateTopics    bool // --kafka-create-topics: sink.Config says it the other way round
-	MetricsAddr     string
-	LogLevel        string
-	JSON            bool
+	// AggregateTypeDefault is --aggregate-type-default
+	// (decoder.Config.AggregateTypeDefault).
+	AggregateTypeDefault string
+	GrantTo              string
+	OnBadMessage         string
+	CreateTopics         bool // --kafka-create-topics: sink.Config says it the other way round
+	MetricsAddr          string
+	LogLevel             string
+	JSON                 bool
 
 	Slot      slot.Config        // Slot, StatusInterval, ConfirmInterval, MaxMessageBytes
 	Monitor   slot.MonitorConfig // PollInterval, HeartbeatInterval, StallThreshold
@@ -127,6 +131,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 	"init": func(s *flagSet, o *options) {
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
+		columnFlags(s, o)
 		slotFlag(s, o)
 		logFlag(s, o)
 	},
@@ -317,6 +322,7 @@ func columnFlags(s *flagSet, o *options) {
 	s.str(&c.Headers, "column-headers", "column holding extra headers (jsonb)")
 	s.str(&c.OccurredAt, "column-occurred-at", "column holding the event time")
 	s.str(&c.Topic, "column-topic", "column holding an explicit topic")
+	s.str(&o.AggregateTypeDefault, "aggregate-type-default", "aggregate type of every row when the table has no aggregate type column, and of a row whose aggregate type is NULL (topic template, aggregate_type header, ordering); empty: the column is required")
 }
 
 func slotFlag(s *flagSet, o *options) {
@@ -393,7 +399,10 @@ func jsonFlag(s *flagSet, o *options, help string) {
 // packages take, checked, with the connection string built (and its
 // password file read) one time.
 type config struct {
-	Schema    schema.Config
+	Schema schema.Config
+	// Decoder is how rows are read: the table, its columns and the
+	// aggregate type default (the verbs with the column flags).
+	Decoder   decoder.Config
 	Slot      slot.Config
 	Monitor   slot.MonitorConfig
 	Leader    leader.Config
@@ -418,6 +427,12 @@ func (o options) resolve(s *flagSet) (config, error) {
 	if c.Schema, err = o.schemaConfig(); err != nil {
 		return config{}, err
 	}
+	c.Decoder = decoder.Config{Table: c.Schema.Table, Columns: c.Schema.Columns, AggregateTypeDefault: o.AggregateTypeDefault}
+	if s.has("aggregate-type-default") {
+		if _, err := decoder.New(c.Decoder); err != nil {
+			return config{}, flagged(err)
+		}
+	}
 	if s.has("on-bad-message") {
 		if o.OnBadMessage != "park" && o.OnBadMessage != "halt" {
 			return config{}, fmt.Errorf("--on-bad-message (WALRELAY_ON_BAD_MESSAGE) is %q; want park or halt", o.OnBadMessage)
@@ -432,6 +447,7 @@ func (o options) resolve(s *flagSet) (config, error) {
 		c.Slot = o.Slot
 		c.Slot.ConnString, c.Slot.Table, c.Slot.Publication = conn, c.Schema.Table, c.Schema.Publication
 		c.Slot.Recoveries = c.Schema.RecoveryTable() // beside the dead-letter table, wherever that is
+		c.Slot.Columns, c.Slot.AggregateTypeDefault = c.Decoder.Columns, c.Decoder.AggregateTypeDefault
 		if err := schema.ValidateSlotName(c.Slot.Slot); err != nil {
 			return config{}, err
 		}
