@@ -69,3 +69,15 @@ func TestColumnErrorsSayFlags(t *testing.T) {
 		}
 	}
 }
+
+// `walrelay schema` prints DDL and reads no row: it names columns but has
+// no --aggregate-type-default.
+func TestSchemaHasNoAggregateTypeDefault(t *testing.T) {
+	var o options
+	s := newFlagSet("schema")
+	bindVerb("schema", s, &o)
+	if !s.has("column-aggregate-type") || s.has("aggregate-type-default") {
+		t.Errorf("schema: --column-aggregate-type %v, --aggregate-type-default %v; want the first only",
+			s.has("column-aggregate-type"), s.has("aggregate-type-default"))
+	}
+}

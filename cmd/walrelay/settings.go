@@ -124,21 +124,21 @@ func defaultOptions() options {
 var verbFlags = map[string]func(s *flagSet, o *options){
 	"schema": func(s *flagSet, o *options) {
 		outboxFlags(s, o, true)
-		columnFlags(s, o)
+		columnFlags(s, o, false)
 		s.group("Privileges")
 		s.str(&o.GrantTo, "grant-to", "also print the GRANTs the role walrelay runs as needs on these tables (see docs/SECURITY.md)")
 	},
 	"init": func(s *flagSet, o *options) {
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
-		columnFlags(s, o)
+		columnFlags(s, o, true)
 		slotFlag(s, o)
 		logFlag(s, o)
 	},
 	"check": func(s *flagSet, o *options) {
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
-		columnFlags(s, o)
+		columnFlags(s, o, true)
 		slotFlag(s, o)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
@@ -153,7 +153,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 	"run": func(s *flagSet, o *options) {
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
-		columnFlags(s, o)
+		columnFlags(s, o, true)
 		slotFlag(s, o)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
@@ -199,7 +199,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 	"recover": func(s *flagSet, o *options) {
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
-		columnFlags(s, o)
+		columnFlags(s, o, true)
 		slotFlag(s, o)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
@@ -220,7 +220,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		postgresFlags(s, o)
 		s.group("Outbox")
 		s.str(&o.Table, "table", tableHelp)
-		columnFlags(s, o)
+		columnFlags(s, o, true)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
 		producerFlags(s, o)
@@ -310,7 +310,10 @@ func deadLetterFlags(s *flagSet, o *options) {
 	s.str(&o.DeadLetterTable, "dead-letter-table", deadLetterTableHelp)
 }
 
-func columnFlags(s *flagSet, o *options) {
+// columnFlags name the outbox table's columns; with decoding, also how its
+// rows are read (the verbs that decode rows or judge the table; `schema`
+// only prints DDL).
+func columnFlags(s *flagSet, o *options, decoding bool) {
 	s.group("Outbox columns (for an existing table with other names)")
 	c := &o.Columns
 	s.str(&c.MessageID, "column-message-id", "column holding the message id (uuid)")
@@ -322,6 +325,9 @@ func columnFlags(s *flagSet, o *options) {
 	s.str(&c.Headers, "column-headers", "column holding extra headers (jsonb)")
 	s.str(&c.OccurredAt, "column-occurred-at", "column holding the event time")
 	s.str(&c.Topic, "column-topic", "column holding an explicit topic")
+	if !decoding {
+		return
+	}
 	s.str(&o.AggregateTypeDefault, "aggregate-type-default", "aggregate type of every row when the table has no aggregate type column, and of a row whose aggregate type is NULL (topic template, aggregate_type header, ordering); empty: the column is required")
 }
 
