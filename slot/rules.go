@@ -64,7 +64,7 @@ func one(r check.Result) []check.Result { return []check.Result{r} }
 // unreadable is the result of a check whose facts could not be read.
 func unreadable(name string, err error) check.Result {
 	return check.Failure(name, "cannot read: "+err.Error(),
-		"Fix the cause in the error; the checks read pg_settings, pg_roles, pg_class, pg_publication and pg_replication_slots.")
+		"Fix the cause in the error; the checks read pg_settings, pg_roles, pg_class, pg_attribute, pg_publication and pg_replication_slots.")
 }
 
 func versionRule(f *facts) []check.Result {
