@@ -24,6 +24,10 @@ type Config struct {
 	// decoder.
 	Table   schema.Table
 	Columns schema.Columns
+	// AggregateTypeDefault is decoder.Config.AggregateTypeDefault: the
+	// aggregate type of rows without one (and what Select.AggregateType
+	// matches them by).
+	AggregateTypeDefault string
 	// Select picks the rows.
 	Select Selection
 	// Snapshot, when set, is an exported snapshot (slot.Snapshot.Name) the
@@ -159,7 +163,7 @@ func read(ctx context.Context, conn *pgx.Conn, cfg *Config, started func(total i
 		return res, fmt.Errorf("count the selected outbox rows: %w", err)
 	}
 	started(res.Selected)
-	dec, err := decoder.NewRowDecoder(decoder.Config{Table: cfg.Table, Columns: cfg.Columns}, t.cols)
+	dec, err := decoder.NewRowDecoder(cfg.decoderConfig(), t.cols)
 	if err != nil {
 		return res, err
 	}
@@ -218,6 +222,11 @@ func validSnapshotName(s string) bool {
 	return s != ""
 }
 
+// decoderConfig is how the rows are decoded.
+func (c *Config) decoderConfig() decoder.Config {
+	return decoder.Config{Table: c.Table, Columns: c.Columns, AggregateTypeDefault: c.AggregateTypeDefault}
+}
+
 // columnsSQL lists a table's columns as pgoutput sends them: in order,
 // without dropped and generated ones.
 const columnsSQL = `SELECT a.attname::text, a.atttypid::int8 FROM pg_attribute a
@@ -231,7 +240,7 @@ func readTable(ctx context.Context, tx pgx.Tx, cfg *Config) (*table, error) {
 	if cols == (schema.Columns{}) {
 		cols = schema.DefaultColumns()
 	}
-	t := &table{name: cfg.Table, names: cols.Names()}
+	t := &table{name: cfg.Table, names: cols.Names(), aggType: cfg.AggregateTypeDefault}
 	rows, err := tx.Query(ctx, columnsSQL, cfg.Table.Quoted())
 	if err != nil {
 		return nil, fmt.Errorf("read the columns of %s: %w", cfg.Table, err)
@@ -250,6 +259,11 @@ func readTable(ctx context.Context, tx pgx.Tx, cfg *Config) (*table, error) {
 	}
 	if len(t.cols) == 0 {
 		return nil, fmt.Errorf("%s: %w", cfg.Table, errNoColumns)
+	}
+	// A table whose rows cannot be decoded is a mistake of configuration:
+	// said once, not as a bad row per row.
+	if err := decoder.CheckColumns(cfg.decoderConfig(), t.cols); err != nil {
+		return nil, err
 	}
 	err = tx.QueryRow(ctx, "SELECT current_setting('track_commit_timestamp')::bool").Scan(&t.commitTS)
 	if err != nil {

@@ -3,6 +3,7 @@ package backfill
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,7 +31,8 @@ type table struct {
 	name     schema.Table
 	names    [schema.NumFields]string // the configured column of each field
 	cols     []decoder.Column
-	commitTS bool // track_commit_timestamp is on
+	commitTS bool   // track_commit_timestamp is on
+	aggType  string // decoder.Config.AggregateTypeDefault
 }
 
 // has reports whether the table has field f's column.
@@ -108,7 +110,17 @@ func (t *table) where(sel Selection) (string, []any, error) {
 		f schema.Field
 		v string
 	}{{schema.FieldAggregateType, sel.AggregateType}, {schema.FieldAggregateID, sel.AggregateID}, {schema.FieldType, sel.Type}} {
-		if eq.v != "" {
+		switch {
+		case eq.v == "":
+		case eq.f == schema.FieldAggregateType && t.aggType != "" && !t.has(eq.f):
+			// Every row has the default.
+			if eq.v != t.aggType {
+				conds = append(conds, "false")
+			}
+		case eq.f == schema.FieldAggregateType && t.aggType != "":
+			args = append(args, t.aggType)
+			add("coalesce("+t.col(eq.f)+"::text, $"+strconv.Itoa(len(args))+") = $%d", eq.v)
+		default:
 			add(t.col(eq.f)+"::text = $%d", eq.v)
 		}
 	}

@@ -96,3 +96,24 @@ func TestSnapshotNames(t *testing.T) {
 		}
 	}
 }
+
+// With an aggregate type default, --aggregate-type matches the rows the
+// decoder gives that type: a NULL column's, or every row's when the table
+// has no such column.
+func TestSelectionByDefaultAggregateType(t *testing.T) {
+	tb := testTable(false, required...)
+	tb.aggType = "order"
+	q, err := tb.build(Selection{AggregateType: "invoice"})
+	if want := ` AS o WHERE coalesce(o."aggregate_type"::text, $1) = $2`; err != nil || !strings.HasSuffix(q.count, want) ||
+		len(q.args) != 2 || q.args[0] != "order" || q.args[1] != "invoice" {
+		t.Errorf("build = %q %v, %v; want %q with order, invoice", q.count, q.args, err, want)
+	}
+	tb = testTable(false, "message_id", "aggregate_id", "type", "payload")
+	tb.aggType = "order"
+	for sel, want := range map[string]string{"order": ` AS o`, "invoice": ` AS o WHERE false`} {
+		q, err := tb.build(Selection{AggregateType: sel})
+		if err != nil || !strings.HasSuffix(q.count, want) || len(q.args) != 0 {
+			t.Errorf("build(%s) without the column = %q %v, %v; want %q", sel, q.count, q.args, err, want)
+		}
+	}
+}

@@ -3,7 +3,10 @@ package decoder
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/walrelay/walrelay/schema"
@@ -18,6 +21,14 @@ type Config struct {
 	// Columns maps the contract to the table's columns. Defaults to
 	// schema.DefaultColumns() when zero.
 	Columns schema.Columns
+	// AggregateTypeDefault is the aggregate type of every row when the
+	// table has no Columns.AggregateType column, and of a row whose
+	// aggregate type is NULL: the topic template's {aggregate_type}, the
+	// aggregate_type header, and the aggregate its rows are ordered and
+	// blocked by. Empty (the default): the column is required, and a row
+	// whose aggregate type is NULL or empty must name its topic. An empty
+	// (not NULL) aggregate type stays empty either way.
+	AggregateTypeDefault string
 }
 
 // Kind says what an Event carries.
@@ -77,6 +88,7 @@ type Event struct {
 type Decoder struct {
 	table     schema.Table
 	names     [schema.NumFields]string
+	aggType   []byte // Config.AggregateTypeDefault; nil when unset
 	relations map[uint32]*relation
 	tx        txState
 	scratch   []value // reused across rows: one entry per tuple column
@@ -101,21 +113,14 @@ func New(cfg Config) (*Decoder, error) {
 	return &Decoder{
 		table:     cfg.Table,
 		names:     cfg.Columns.Names(),
+		aggType:   defaultBytes(cfg.AggregateTypeDefault),
 		relations: map[uint32]*relation{},
 	}, nil
 }
 
 // resolve fills cfg's defaults and validates it.
 func (cfg Config) resolve() (Config, error) {
-	if cfg.Table == (schema.Table{}) {
-		cfg.Table = schema.DefaultConfig().Table
-	}
-	if cfg.Table.Schema == "" {
-		cfg.Table.Schema = "public"
-	}
-	if cfg.Columns == (schema.Columns{}) {
-		cfg.Columns = schema.DefaultColumns()
-	}
+	cfg = cfg.withDefaults()
 	if err := schema.ValidateIdentifier("table schema", cfg.Table.Schema); err != nil {
 		return cfg, fmt.Errorf("decoder config: %w", err)
 	}
@@ -125,7 +130,50 @@ func (cfg Config) resolve() (Config, error) {
 	if err := cfg.Columns.Validate(); err != nil {
 		return cfg, fmt.Errorf("decoder config: %w", err)
 	}
+	if err := validateAggregateType(cfg.AggregateTypeDefault); err != nil {
+		return cfg, fmt.Errorf("decoder config: %s: %w", SettingAggregateTypeDefault, err)
+	}
 	return cfg, nil
+}
+
+// withDefaults is cfg with its defaults filled, not validated.
+func (cfg Config) withDefaults() Config {
+	if cfg.Table == (schema.Table{}) {
+		cfg.Table = schema.DefaultConfig().Table
+	}
+	if cfg.Table.Schema == "" {
+		cfg.Table.Schema = "public"
+	}
+	if cfg.Columns == (schema.Columns{}) {
+		cfg.Columns = schema.DefaultColumns()
+	}
+	return cfg
+}
+
+// maxAggregateType bounds Config.AggregateTypeDefault: it goes into topic
+// names (at most 249 bytes) and headers.
+const maxAggregateType = 200
+
+// validateAggregateType accepts an aggregate type default: empty (none),
+// or printable UTF-8 of at most maxAggregateType bytes.
+func validateAggregateType(s string) error {
+	switch {
+	case len(s) > maxAggregateType:
+		return fmt.Errorf("%d bytes, over the limit of %d", len(s), maxAggregateType)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%q is not valid UTF-8", s)
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return fmt.Errorf("%q has a control character", s)
+	}
+	return nil
+}
+
+// defaultBytes is s as the bytes a row's value would be, nil when empty.
+func defaultBytes(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	return []byte(s)
 }
 
 // Decode reads one pgoutput message (the WALData of one XLogData frame).

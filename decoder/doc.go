@@ -37,6 +37,14 @@
 // the same Message or the same *BadRowError. Its Messages share no memory
 // with the values it was given.
 //
+// CheckColumns judges a table's columns before any row is read, with the
+// code that judges a Relation message: a *ColumnError names the column and
+// the setting to change (schema.Columns' fields, Config.AggregateTypeDefault).
+// Programs call it at start (walrelay's "table columns" check), so that a
+// table whose rows cannot be decoded is a configuration error, not a bad
+// row per row. A table without an aggregate type column is decodable with
+// Config.AggregateTypeDefault, which also fills NULL aggregate types.
+//
 // The text forms the decoder reads depend on the walsender session's
 // settings (or, for RowDecoder, the reading session's): timestamps must be
 // printed with DateStyle ISO and bytea with bytea_output hex (both

@@ -31,6 +31,10 @@ type Column struct {
 	// Type is the column's type OID (pg_attribute.atttypid, the OID a
 	// Relation message carries).
 	Type uint32
+	// TypeName is the type as PostgreSQL names it (format_type), for
+	// messages only; empty when unknown (a Relation message carries only
+	// the OID).
+	TypeName string
 }
 
 // relation is what the decoder keeps of one Relation message, or of the
@@ -46,15 +50,14 @@ type relation struct {
 	typ [schema.NumFields]uint32
 	// problem, when set, makes every row of the relation bad: a required
 	// column is missing or a column has a type the decoder cannot read.
-	problem *fieldProblem
+	// Its Table is unset.
+	problem *ColumnError
 	// names are the outbox relation's column names, for the raw row of a
 	// BadRowError; nil for other tables.
 	names []string
-}
-
-type fieldProblem struct {
-	field  schema.Field
-	reason string
+	// aggType is Config.AggregateTypeDefault (nil when unset): the
+	// aggregate type of a row whose own is NULL or missing.
+	aggType []byte
 }
 
 // relation reads a Relation message and replaces the cache entry for its
@@ -86,16 +89,17 @@ func (d *Decoder) relation(r *reader) error {
 	}
 	rel := &relation{}
 	if outbox {
-		rel = newOutboxRelation(&d.names, cols)
+		rel = newOutboxRelation(&d.names, d.aggType, cols)
 	}
 	d.relations[id] = rel
 	return nil
 }
 
 // newOutboxRelation maps the outbox table's columns to the fields named by
-// names, and checks that its rows can be decoded.
-func newOutboxRelation(names *[schema.NumFields]string, cols []Column) *relation {
-	rel := &relation{outbox: true, ncols: len(cols), names: make([]string, len(cols))}
+// names, and checks that its rows can be decoded (checkColumns). aggType is
+// Config.AggregateTypeDefault, nil when unset.
+func newOutboxRelation(names *[schema.NumFields]string, aggType []byte, cols []Column) *relation {
+	rel := &relation{outbox: true, ncols: len(cols), names: make([]string, len(cols)), aggType: aggType}
 	for f := range rel.col {
 		rel.col[f] = -1
 	}
@@ -103,7 +107,7 @@ func newOutboxRelation(names *[schema.NumFields]string, cols []Column) *relation
 		rel.mapColumn(names, i, c.Name, c.Type)
 		rel.names[i] = c.Name
 	}
-	rel.problem = rel.check()
+	rel.problem = rel.checkColumns(names, cols)
 	return rel
 }
 
@@ -117,22 +121,26 @@ func (rel *relation) mapColumn(names *[schema.NumFields]string, i int, colName s
 	}
 }
 
-// requiredFields must be columns of the outbox relation.
+// requiredFields must be columns of the outbox relation; the aggregate
+// type only without a default.
 var requiredFields = [...]schema.Field{
 	schema.FieldMessageID, schema.FieldAggregateType, schema.FieldAggregateID,
 	schema.FieldType, schema.FieldPayload,
 }
 
-// check finds the first reason why no row of the relation can be decoded.
-func (rel *relation) check() *fieldProblem {
+// checkColumns finds the first reason why no row of the relation can be
+// decoded: the one judgement of a table's columns, of the stream's
+// relations, of RowDecoder's and of CheckColumns. cols are the columns
+// rel was made of.
+func (rel *relation) checkColumns(names *[schema.NumFields]string, cols []Column) *ColumnError {
 	for _, f := range requiredFields {
-		if rel.col[f] < 0 {
-			return &fieldProblem{f, "missing from the table"}
+		if rel.col[f] < 0 && (f != schema.FieldAggregateType || rel.aggType == nil) {
+			return &ColumnError{Field: f, Column: names[f], Defaultable: f == schema.FieldAggregateType}
 		}
 	}
 	for f, typ := range rel.typ {
-		if rel.col[f] >= 0 && !typeAllowed(schema.Field(f), typ) {
-			return &fieldProblem{schema.Field(f), fmt.Sprintf("unsupported column type (oid %d)", typ)}
+		if i := rel.col[f]; i >= 0 && !typeAllowed(schema.Field(f), typ) {
+			return &ColumnError{Field: schema.Field(f), Column: names[f], Type: typ, TypeName: cols[i].TypeName}
 		}
 	}
 	return nil

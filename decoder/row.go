@@ -100,6 +100,9 @@ func message(rel *relation, names *[schema.NumFields]string, vals []value, pos s
 			v[f] = vals[c]
 		}
 	}
+	if v[schema.FieldAggregateType].null() && rel.aggType != nil {
+		v[schema.FieldAggregateType] = value{kind: 't', b: rel.aggType}
+	}
 	id, idReason := readID(v[schema.FieldMessageID])
 	fail := func(f schema.Field, reason string) error {
 		return &BadRowError{
@@ -112,7 +115,7 @@ func message(rel *relation, names *[schema.NumFields]string, vals []value, pos s
 		}
 	}
 	if p := rel.problem; p != nil {
-		return nil, fail(p.field, p.reason)
+		return nil, fail(p.Field, p.reason())
 	}
 	if idReason != "" {
 		return nil, fail(schema.FieldMessageID, idReason)
@@ -184,7 +187,8 @@ func readID(v value) (schema.MessageID, string) {
 }
 
 // checkNames checks the text fields: aggregate id and type must be set, and
-// so must aggregate type unless the row names its topic.
+// so must aggregate type unless the row names its topic (a NULL aggregate
+// type is the default, when set, by now).
 func checkNames(v *[schema.NumFields]value) (schema.Field, string) {
 	for _, f := range [...]schema.Field{schema.FieldAggregateID, schema.FieldType} {
 		if reason := emptiness(v[f]); reason != "" {

@@ -29,14 +29,15 @@ type RowDecoder struct {
 // completed as by New; its Columns name the fields (its Table is not
 // consulted: cols already are that table's). A table that lacks a required
 // column, or has a column of a type the decoder cannot read, is no error
-// here: every row then decodes to a *BadRowError, as on the stream.
+// here: every row then decodes to a *BadRowError, as on the stream
+// (CheckColumns says it before any row is read).
 func NewRowDecoder(cfg Config, cols []Column) (*RowDecoder, error) {
 	cfg, err := cfg.resolve()
 	if err != nil {
 		return nil, err
 	}
 	r := &RowDecoder{names: cfg.Columns.Names()}
-	r.rel = newOutboxRelation(&r.names, cols)
+	r.rel = newOutboxRelation(&r.names, defaultBytes(cfg.AggregateTypeDefault), cols)
 	return r, nil
 }
 

@@ -64,6 +64,18 @@ func (f Field) String() string {
 	return fieldNames[f]
 }
 
+var fieldSettings = [NumFields]string{"MessageID", "AggregateType", "AggregateID", "AggregateVersion", "Type", "Payload", "Headers", "OccurredAt", "Topic"}
+
+// Setting names the field's column setting in errors and fixes
+// ("schema.Columns.AggregateType"), so that a program with names of its
+// own for the columns (walrelay's --column-* flags) can say them its way.
+func (f Field) Setting() string {
+	if f < 0 || f >= NumFields {
+		return fmt.Sprintf("schema.Columns field(%d)", int(f))
+	}
+	return "schema.Columns." + fieldSettings[f]
+}
+
 // Names returns the configured column name of every field, indexed by Field.
 func (c Columns) Names() [NumFields]string {
 	return [NumFields]string{c.MessageID, c.AggregateType, c.AggregateID, c.AggregateVersion, c.Type, c.Payload, c.Headers, c.OccurredAt, c.Topic}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -33,10 +35,9 @@ type Routes struct {
 // connects once over a normal connection, writes nothing and creates
 // nothing. When the server cannot be reached it returns that failure alone:
 // the other checks are left out, not guessed. It also reads the routes of
-// the latest outbox rows, for the Kafka half to know the topics; cols names
-// their columns (the zero value means schema.DefaultColumns). ctx bounds it
-// all.
-func Check(ctx context.Context, cfg Config, cols schema.Columns) ([]check.Result, Routes) {
+// the latest outbox rows, for the Kafka half to know the topics, with the
+// table's columns as cfg.Columns names them. ctx bounds it all.
+func Check(ctx context.Context, cfg Config) ([]check.Result, Routes) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return []check.Result{check.Failure("postgres config", err.Error(), "Correct the PostgreSQL settings of walrelay.")},
@@ -54,10 +55,15 @@ func Check(ctx context.Context, cfg Config, cols schema.Columns) ([]check.Result
 	results = append(results, tlsResult(cfg.ConnString, conn.PgConn()))
 	results = append(results, judge(f, settingRules, roleRules, tableRules, publicationRules, recoveryRules, slotRules, failoverRules)...)
 	results = append(results, checkStandbys(ctx, &cfg, conn.PgConn().Conn().RemoteAddr().String(), cfg.Slot)...)
-	if f.tableErr != nil || !f.tableExists {
+	switch {
+	case f.tableErr != nil || !f.tableExists:
 		return results, Routes{Err: fmt.Errorf("table %s does not exist", cfg.Table)}
+	case f.columnsErr != nil:
+		return results, Routes{Err: f.columnsErr}
+	case decoder.CheckColumns(cfg.decoderConfig(), f.columns) != nil:
+		return results, Routes{Err: fmt.Errorf("the rows of %s cannot be decoded (see the table columns check)", cfg.Table)}
 	}
-	return results, readRoutes(ctx, conn, cfg.Table, cols)
+	return results, readRoutes(ctx, conn, &cfg, f.columns)
 }
 
 // reachableResult says where the connection went, and as whom when the
@@ -71,32 +77,31 @@ func reachableResult(f *facts, conn *pgx.Conn) check.Result {
 }
 
 // readRoutes reads the distinct routing fields of the latest routeRows rows
-// of table t: latest by the age of the transaction that wrote them (xmin),
+// of the table: latest by the age of the transaction that wrote them (xmin),
 // which needs no index; on a large table it is one scan with a bounded sort.
-// A missing optional topic column reads as no topic.
-func readRoutes(ctx context.Context, conn *pgx.Conn, t schema.Table, cols schema.Columns) Routes {
-	if cols == (schema.Columns{}) {
-		cols = schema.DefaultColumns()
+// cols are the table's columns: a missing optional topic column reads as no
+// topic, and a NULL or missing aggregate type as cfg.AggregateTypeDefault.
+func readRoutes(ctx context.Context, conn *pgx.Conn, cfg *Config, cols []decoder.Column) Routes {
+	has := func(name string) bool {
+		return slices.ContainsFunc(cols, func(c decoder.Column) bool { return c.Name == name })
 	}
-	if err := cols.Validate(); err != nil {
-		return Routes{Err: err}
+	topic, aggType := "NULL::text", "$1::text"
+	if has(cfg.Columns.Topic) {
+		topic = schema.QuoteIdentifier(cfg.Columns.Topic) + "::text"
 	}
-	topic := "NULL::text"
-	var hasTopic bool
-	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
-		WHERE attrelid = to_regclass($1) AND attname = $2 AND attnum > 0 AND NOT attisdropped)`, t.Quoted(), cols.Topic).Scan(&hasTopic)
-	if err != nil {
-		return Routes{Err: fmt.Errorf("look up column %s of %s: %w", cols.Topic, t, err)}
+	if has(cfg.Columns.AggregateType) {
+		aggType = "coalesce(" + schema.QuoteIdentifier(cfg.Columns.AggregateType) + "::text, $1::text)"
 	}
-	if hasTopic {
-		topic = schema.QuoteIdentifier(cols.Topic) + "::text"
+	var def *string // NULL without a default
+	if cfg.AggregateTypeDefault != "" {
+		def = &cfg.AggregateTypeDefault
 	}
 	var at, ty, tp []string
 	var r Routes
-	err = conn.QueryRow(ctx, fmt.Sprintf(routesSQL, schema.QuoteIdentifier(cols.AggregateType), schema.QuoteIdentifier(cols.Type),
-		topic, t.Quoted(), routeRows)).Scan(&at, &ty, &tp, &r.Rows)
+	err := conn.QueryRow(ctx, fmt.Sprintf(routesSQL, aggType, schema.QuoteIdentifier(cfg.Columns.Type),
+		topic, cfg.Table.Quoted(), routeRows), def).Scan(&at, &ty, &tp, &r.Rows)
 	if err != nil {
-		return Routes{Err: fmt.Errorf("read the latest rows of %s: %w", t, err)}
+		return Routes{Err: fmt.Errorf("read the latest rows of %s: %w", cfg.Table, err)}
 	}
 	r.Messages = make([]schema.Message, len(at))
 	for i := range at {

@@ -26,7 +26,7 @@ func runCheck(t *testing.T, cfg slot.Config) ([]check.Result, slot.Routes) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	return slot.Check(ctx, cfg, schema.DefaultColumns())
+	return slot.Check(ctx, cfg)
 }
 
 // statuses renders results as "name=status" for comparison.
@@ -119,7 +119,7 @@ func (sf serverFacts) head() []string {
 	if sf.versionNum >= 180000 {
 		h = append(h, "idle_replication_slot_timeout=ok")
 	}
-	return append(h, "role replication="+sf.roleStatus, "database connect=ok", "outbox table=ok")
+	return append(h, "role replication="+sf.roleStatus, "database connect=ok", "outbox table=ok", "table columns=ok")
 }
 
 // failover is the result on the slot's failover flag: none before
@@ -374,7 +374,7 @@ func TestCheckReadsRoutes(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	tbl := f.other()
-	f.exec("CREATE TABLE " + tbl.Quoted() + " (aggregate_type text, type text, topic text)")
+	f.exec("CREATE TABLE " + tbl.Quoted() + " (aggregate_type text, type text, topic text, message_id uuid, aggregate_id text, payload jsonb)")
 	ins := "INSERT INTO " + tbl.Quoted() + " "
 	f.exec(ins + "VALUES ('ancient', 'a.v1', NULL)")
 	f.exec(ins + "SELECT 'order', CASE WHEN i % 2 = 0 THEN 'order.created.v1' ELSE 'order.paid.v1' END, NULL FROM generate_series(1, 99998) i")
@@ -408,6 +408,25 @@ func TestCheckReadsRoutes(t *testing.T) {
 	}
 	if routes.Err != nil || !equalRoutes(routes.Messages, want) {
 		t.Errorf("routes without a topic column: got %s, %v; want %s", routeText(routes.Messages), routes.Err, routeText(want))
+	}
+
+	// Without an aggregate type column, every route has the default; with
+	// neither, the rows cannot be decoded, and the routes say so.
+	f.exec("ALTER TABLE " + tbl.Quoted() + " DROP COLUMN aggregate_type")
+	cfg.AggregateTypeDefault = "order"
+	_, routes = runCheck(t, cfg)
+	want = []schema.Message{
+		{AggregateType: "order", Type: "invoice.sent.v1"},
+		{AggregateType: "order", Type: "order.created.v1"},
+		{AggregateType: "order", Type: "order.paid.v1"},
+		{AggregateType: "order", Type: "x.v1"},
+	}
+	if routes.Err != nil || !equalRoutes(routes.Messages, want) {
+		t.Errorf("routes with a default aggregate type: got %s, %v; want %s", routeText(routes.Messages), routes.Err, routeText(want))
+	}
+	cfg.AggregateTypeDefault = ""
+	if _, routes = runCheck(t, cfg); routes.Err == nil || routes.Messages != nil {
+		t.Errorf("routes of a table without an aggregate type, no default: got %s, %v; want an error", routeText(routes.Messages), routes.Err)
 	}
 }
 
@@ -470,4 +489,50 @@ func TestCheckPendingRecovery(t *testing.T) {
 	if r := find(t, got, "recovery"); r.Status != check.Fail || !strings.Contains(r.Found, "cannot read") || !strings.Contains(r.Found, "permission denied") {
 		t.Errorf("recovery as a role without SELECT on %s: got %s %q; want a failure saying it cannot read", f.recoveries(), r.Status, r.Found)
 	}
+}
+
+// The table's columns are read from pg_attribute as pgoutput sends them
+// (dropped and generated columns left out) and judged as the decoder
+// will: the EF Core shape, with quoted PascalCase names and no aggregate
+// type, passes with a default aggregate type and fails without one,
+// naming the column and the settings; a payload of integer fails.
+func TestCheckJudgesTheTableColumns(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	tbl := f.other()
+	f.exec("CREATE TABLE " + tbl.Quoted() + ` ("MessageId" uuid PRIMARY KEY, "Dropped" text, "AggregateId" uuid NOT NULL,
+		"AggregateVersion" bigint NOT NULL, "Type" text NOT NULL, "Payload" text NOT NULL,
+		"OccurredAtUtc" timestamptz NOT NULL, "AvailableAtUtc" timestamptz NOT NULL,
+		"AggregateType" text GENERATED ALWAYS AS ('generated') STORED)`)
+	f.exec("ALTER TABLE " + tbl.Quoted() + ` DROP COLUMN "Dropped"`)
+	cfg := f.config()
+	cfg.Table = tbl
+	cfg.Columns = schema.Columns{MessageID: "MessageId", AggregateType: "AggregateType", AggregateID: "AggregateId",
+		AggregateVersion: "AggregateVersion", Type: "Type", Payload: "Payload", Headers: "Headers", OccurredAt: "OccurredAtUtc", Topic: "Topic"}
+
+	got, _ := runCheck(t, cfg)
+	r := find(t, got, "table columns")
+	wantFound := `column "AggregateType" (aggregate_type) is missing from ` + tbl.String()
+	wantFix := "set schema.Columns.AggregateType to its column, or decoder.Config.AggregateTypeDefault to a constant."
+	if r.Status != check.Fail || r.Found != wantFound || r.Fix != wantFix {
+		t.Errorf("table columns without a default: got %+v; want fail, %q, %q", r, wantFound, wantFix)
+	}
+
+	cfg.AggregateTypeDefault = "order"
+	got, routes := runCheck(t, cfg)
+	r = find(t, got, "table columns")
+	if r.Status != check.OK || !strings.Contains(r.Found, `absent, read as null: "Headers", "Topic"; no column "AggregateType": every row's aggregate type is "order"`) {
+		t.Errorf("table columns with a default: got %+v; want ok, saying what is absent", r)
+	}
+	if routes.Err != nil {
+		t.Errorf("routes with a default: got %v; want none", routes.Err)
+	}
+
+	f.exec("ALTER TABLE " + tbl.Quoted() + ` ALTER COLUMN "Payload" TYPE integer USING 0`)
+	got, _ = runCheck(t, cfg)
+	r = find(t, got, "table columns")
+	if want := `column "Payload" (payload) of ` + tbl.String() + " has type integer; a payload column is"; r.Status != check.Fail || !strings.HasPrefix(r.Found, want) {
+		t.Errorf("table columns with a payload of integer: got %+v; want fail, %q...", r, want)
+	}
+	t.Logf("table columns: %s; fix: %s", r.Found, r.Fix)
 }

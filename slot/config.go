@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -21,6 +22,14 @@ type Config struct {
 	// Publication and Table name the outbox contract. Required.
 	Publication string
 	Table       schema.Table
+	// Columns and AggregateTypeDefault say how the decoder reads the
+	// outbox table (decoder.Config): the "table columns" rule judges the
+	// table's columns by them with decoder.CheckColumns, so that a table
+	// whose rows cannot be decoded stops walrelay at start instead of
+	// parking every row. Columns defaults to schema.DefaultColumns();
+	// AggregateTypeDefault to none (the table must then have the column).
+	Columns              schema.Columns
+	AggregateTypeDefault string
 	// Recoveries is the recoveries table (schema.Config.RecoveryTable): a
 	// pending recovery of the slot there stops the preflight, since the
 	// slot may not be one to stream from yet. A missing table means none.
@@ -60,6 +69,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.Slot == "" {
 		c.Slot = "walrelay"
+	}
+	if c.Columns == (schema.Columns{}) {
+		c.Columns = schema.DefaultColumns()
 	}
 	if c.Recoveries.Name == "" && c.Table.Name != "" {
 		c.Recoveries = schema.Config{Table: c.Table}.RecoveryTable()
@@ -105,8 +117,23 @@ func (c *Config) validate() error {
 	if err := schema.ValidateIdentifier("table", c.Table.Name); err != nil {
 		return err
 	}
-	_, err := quotedRecoveries(c.Recoveries)
+	if err := c.Columns.Validate(); err != nil {
+		return err
+	}
+	if _, err := quotedRecoveries(c.Recoveries); err != nil {
+		return err
+	}
+	_, err := decoder.New(c.decoderConfig())
 	return err
+}
+
+// decoderConfig is the decoder's view of the table.
+func (c *Config) decoderConfig() decoder.Config {
+	cols := c.Columns
+	if cols == (schema.Columns{}) {
+		cols = schema.DefaultColumns()
+	}
+	return decoder.Config{Table: c.Table, Columns: cols, AggregateTypeDefault: c.AggregateTypeDefault}
 }
 
 // pgConfig parses ConnString, applying ConnectTimeout when it sets none.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -28,6 +29,11 @@ type facts struct {
 
 	tableExists bool
 	tableErr    error
+
+	// columns are the outbox table's columns as pgoutput sends them (read
+	// only when the table exists).
+	columns    []decoder.Column
+	columnsErr error
 
 	pub    PublicationStatus
 	pubErr error
@@ -116,6 +122,9 @@ func readFacts(ctx context.Context, conn *pgx.Conn, cfg *Config) *facts {
 	f.roleErr = conn.QueryRow(ctx, `SELECT rolsuper, rolreplication, has_database_privilege(current_database(), 'CONNECT')
 		FROM pg_roles WHERE rolname = current_user`).Scan(&f.role.super, &f.role.replication, &f.role.connect)
 	f.tableExists, f.tableErr = tableExists(ctx, conn, cfg.Table)
+	if f.tableErr == nil && f.tableExists {
+		f.columns, f.columnsErr = readColumns(ctx, conn, cfg.Table)
+	}
 	f.readPublication(ctx, conn)
 	f.readFigures(ctx, conn)
 	f.recovery, f.recoveryFound, f.recoveryErr = ReadRecovery(ctx, conn, cfg.Recoveries, cfg.Slot)
@@ -160,7 +169,7 @@ func (f *facts) readFigures(ctx context.Context, conn *pgx.Conn) {
 // returns it as it is: a failed read is no verdict on the setup, and the
 // next attempt may read it.
 func (f *facts) err() error {
-	for _, err := range []error{f.serverErr, f.settingsErr, f.roleErr, f.tableErr, f.pubErr, f.creatorErr, f.figuresErr, f.recoveryErr, f.haErr} {
+	for _, err := range []error{f.serverErr, f.settingsErr, f.roleErr, f.tableErr, f.columnsErr, f.pubErr, f.creatorErr, f.figuresErr, f.recoveryErr, f.haErr} {
 		if err != nil {
 			return fmt.Errorf("read the server's setup: %w", err)
 		}
@@ -175,6 +184,33 @@ func tableExists(ctx context.Context, conn *pgx.Conn, t schema.Table) (bool, err
 		return false, fmt.Errorf("look up table %s: %w", t, err)
 	}
 	return exists, nil
+}
+
+// columnsSQL lists a table's columns as pgoutput sends them: in attnum
+// order, without dropped and generated ones (pgoutput leaves generated
+// columns out by default).
+const columnsSQL = `SELECT a.attname::text, a.atttypid::int8, format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute a
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+ORDER BY a.attnum`
+
+// readColumns reads the columns of table t, which exists.
+func readColumns(ctx context.Context, conn *pgx.Conn, t schema.Table) ([]decoder.Column, error) {
+	rows, err := conn.Query(ctx, columnsSQL, t.Quoted())
+	if err != nil {
+		return nil, fmt.Errorf("read the columns of %s: %w", t, err)
+	}
+	cols, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (decoder.Column, error) {
+		var c decoder.Column
+		var oid int64
+		err := r.Scan(&c.Name, &oid, &c.TypeName)
+		c.Type = uint32(oid)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the columns of %s: %w", t, err)
+	}
+	return cols, nil
 }
 
 func readCreator(ctx context.Context, conn *pgx.Conn, t schema.Table) (creatorFacts, error) {

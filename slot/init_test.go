@@ -184,6 +184,21 @@ func refusals() []refusal {
 			want:    []string{"does not publish inserts"},
 		},
 		{
+			name:    "table without the aggregate type column",
+			subject: "table",
+			setup:   func(f *fixture) { f.exec("ALTER TABLE " + f.table.Quoted() + " DROP COLUMN aggregate_type") },
+			want: []string{`table columns: column "aggregate_type" is missing from `,
+				"; fix: set schema.Columns.AggregateType to its column, or decoder.Config.AggregateTypeDefault to a constant"},
+		},
+		{
+			name:    "payload of integer",
+			subject: "table",
+			setup: func(f *fixture) {
+				f.exec("ALTER TABLE " + f.table.Quoted() + " ALTER COLUMN payload TYPE integer USING NULL")
+			},
+			want: []string{`table columns: column "payload" of `, " has type integer"},
+		},
+		{
 			name:    "missing table",
 			subject: "table",
 			setup:   func(f *fixture) { f.exec("DROP TABLE " + f.table.Quoted()) },

@@ -3,10 +3,12 @@ package slot
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/walrelay/walrelay/bytesize"
 	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -31,7 +33,7 @@ var (
 	versionRules     = []rule{versionRule, primaryRule}
 	settingRules     = []rule{walLevelRule, slotsRule, sendersRule, keepSizeRule, idleTimeoutRule}
 	roleRules        = []rule{replicationRule, connectRule}
-	tableRules       = []rule{tableRule}
+	tableRules       = []rule{tableRule, columnsRule}
 	publicationRules = []rule{publicationRule, creatorRule, insertsRule, coversRule, scopeRule}
 	recoveryRules    = []rule{recoveryRule}
 	slotRules        = []rule{slotRule, pluginRule, databaseRule, walStatusRule, invalidatedRule, lagRule}
@@ -62,7 +64,7 @@ func one(r check.Result) []check.Result { return []check.Result{r} }
 // unreadable is the result of a check whose facts could not be read.
 func unreadable(name string, err error) check.Result {
 	return check.Failure(name, "cannot read: "+err.Error(),
-		"Fix the cause in the error; the checks read pg_settings, pg_roles, pg_class, pg_publication and pg_replication_slots.")
+		"Fix the cause in the error; the checks read pg_settings, pg_roles, pg_class, pg_attribute, pg_publication and pg_replication_slots.")
 }
 
 func versionRule(f *facts) []check.Result {
@@ -186,6 +188,46 @@ func tableRule(f *facts) []check.Result {
 	}
 	return one(check.Failure(name, t.String()+" does not exist",
 		"Create it with the DDL that `walrelay schema` prints, or point "+SettingTable+" at the outbox table."))
+}
+
+// columnsRule judges the table's columns as the decoder will
+// (decoder.CheckColumns): a required column missing, or of a type the
+// decoder cannot read, fails with the column and the setting to change;
+// optional columns absent pass, saying so. Nothing when the table is
+// missing: tableRule says that.
+func columnsRule(f *facts) []check.Result {
+	const name = "table columns"
+	switch {
+	case f.tableErr != nil || !f.tableExists:
+		return nil
+	case f.columnsErr != nil:
+		return one(unreadable(name, f.columnsErr))
+	}
+	dc := f.cfg.decoderConfig()
+	if e := decoder.CheckColumns(dc, f.columns); e != nil {
+		return one(check.Failure(name, e.Found(), e.Fix()+"."))
+	}
+	return one(check.Pass(name, columnsFound(dc, f.columns)))
+}
+
+// columnsFound says what a table that passes lacks: the optional columns
+// absent, and the aggregate type that stands in for its column.
+func columnsFound(dc decoder.Config, cols []decoder.Column) string {
+	names := dc.Columns.Names()
+	var absent []string
+	aggType := ""
+	for _, fld := range decoder.AbsentColumns(dc, cols) {
+		if fld == schema.FieldAggregateType {
+			aggType = fmt.Sprintf("; no column %q: every row's aggregate type is %q (%s)", names[fld], dc.AggregateTypeDefault, decoder.SettingAggregateTypeDefault)
+			continue
+		}
+		absent = append(absent, strconv.Quote(names[fld]))
+	}
+	found := "the configured columns, of types walrelay reads"
+	if len(absent) > 0 {
+		found = "the required columns, of types walrelay reads; absent, read as null: " + strings.Join(absent, ", ")
+	}
+	return found + aggType
 }
 
 // publicationRule reports whether the publication exists; the other

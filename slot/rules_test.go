@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -21,9 +22,21 @@ func goodFacts() *facts {
 		settings:    serverSettings{walLevel: "logical", maxSlots: 10, maxSenders: 10, slotsUsed: 1, keepSize: &keep},
 		role:        roleFacts{replication: true, connect: true},
 		tableExists: true,
+		columns:     defaultTableColumns(),
 		pub:         PublicationStatus{Exists: true, Insert: true, Tables: []schema.Table{cfg.Table}},
 		figures: Figures{Info: Info{Exists: true, Plugin: "pgoutput", Type: "logical", Database: "app",
 			ConfirmedFlush: 100, WALStatus: "reserved"}, CurrentWAL: 200},
+	}
+}
+
+// defaultTableColumns are the columns of the table `walrelay schema` creates.
+func defaultTableColumns() []decoder.Column {
+	return []decoder.Column{
+		{Name: "message_id", Type: 2950, TypeName: "uuid"}, {Name: "aggregate_type", Type: 25, TypeName: "text"},
+		{Name: "aggregate_id", Type: 25, TypeName: "text"}, {Name: "aggregate_version", Type: 20, TypeName: "bigint"},
+		{Name: "type", Type: 25, TypeName: "text"}, {Name: "payload", Type: 3802, TypeName: "jsonb"},
+		{Name: "headers", Type: 3802, TypeName: "jsonb"}, {Name: "occurred_at", Type: 1184, TypeName: "timestamp with time zone"},
+		{Name: "topic", Type: 25, TypeName: "text"},
 	}
 }
 
@@ -59,6 +72,10 @@ func TestPreflightVerdictIsTheFirstFailure(t *testing.T) {
 		{"wal_level replica", func(f *facts) { f.settings.walLevel = "replica" }, "wal_level", []string{"wal_level: replica", "fix: Set wal_level = logical"}},
 		{"no REPLICATION", func(f *facts) { f.role.replication = false }, "role replication", []string{"ALTER ROLE"}},
 		{"missing table, publication of another", func(f *facts) { f.tableExists = false; f.pub.Tables = nil }, "outbox table", []string{"public.outbox does not exist", SettingTable}},
+		{"aggregate type column missing", func(f *facts) { f.columns = slices.Delete(f.columns, 1, 2) }, "table columns",
+			[]string{`table columns: column "aggregate_type" is missing from public.outbox; fix: set schema.Columns.AggregateType to its column, or ` + decoder.SettingAggregateTypeDefault + " to a constant."}},
+		{"payload of integer", func(f *facts) { f.columns[5] = decoder.Column{Name: "payload", Type: 23, TypeName: "integer"} }, "table columns",
+			[]string{`column "payload" of public.outbox has type integer`, "set schema.Columns.Payload"}},
 		{"publication without inserts", func(f *facts) { f.pub.Insert = false }, "publication inserts", []string{`"outbox_pub" does not publish inserts`}},
 		{"missing slot", func(f *facts) { f.figures = Figures{} }, "slot", []string{`slot "relay" does not exist`, "walrelay init"}},
 		{"physical slot", func(f *facts) { f.figures.Type, f.figures.Plugin, f.figures.Database = "physical", "", "" }, "slot plugin",
@@ -253,5 +270,53 @@ func TestUnreadableRecoveryIsNoVerdict(t *testing.T) {
 	var ce *ConfigError
 	if err := f.err(); err == nil || errors.As(err, &ce) || !strings.Contains(err.Error(), "permission denied") {
 		t.Errorf("facts error: got %v; want the read error, not a *ConfigError", err)
+	}
+}
+
+// The table's columns are judged as the decoder judges them: optional
+// columns may be absent, and so may the aggregate type's with a default;
+// the pass says what is absent. Columns that cannot be read fail the rule
+// as unreadable and are the preflight's error, not a verdict.
+func TestColumnsRule(t *testing.T) {
+	ef := []decoder.Column{
+		{Name: "MessageId", Type: 2950}, {Name: "AggregateId", Type: 2950}, {Name: "AggregateVersion", Type: 20},
+		{Name: "Type", Type: 25}, {Name: "Payload", Type: 25}, {Name: "OccurredAtUtc", Type: 1184}, {Name: "AvailableAtUtc", Type: 1184},
+	}
+	efCols := schema.Columns{MessageID: "MessageId", AggregateType: "AggregateType", AggregateID: "AggregateId",
+		AggregateVersion: "AggregateVersion", Type: "Type", Payload: "Payload", Headers: "Headers", OccurredAt: "OccurredAtUtc", Topic: "Topic"}
+	for _, tc := range []struct {
+		name   string
+		modify func(*facts)
+		status check.Status
+		found  string
+	}{
+		{"every column", func(*facts) {}, check.OK, "the configured columns, of types walrelay reads"},
+		{"optional columns absent", func(f *facts) { f.columns = f.columns[:6] }, check.OK,
+			`the required columns, of types walrelay reads; absent, read as null: "headers", "occurred_at", "topic"`},
+		{"EF Core shape with a default", func(f *facts) {
+			f.cfg.Columns, f.cfg.AggregateTypeDefault, f.columns = efCols, "order", ef
+		}, check.OK, `absent, read as null: "Headers", "Topic"; no column "AggregateType": every row's aggregate type is "order" (` + decoder.SettingAggregateTypeDefault + ")"},
+		{"EF Core shape without a default", func(f *facts) { f.cfg.Columns, f.columns = efCols, ef }, check.Fail,
+			`column "AggregateType" (aggregate_type) is missing from public.outbox`},
+		{"unreadable", func(f *facts) { f.columns, f.columnsErr = nil, errors.New("permission denied for table outbox") }, check.Fail,
+			"cannot read: permission denied for table outbox"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := goodFacts()
+			tc.modify(f)
+			rs := columnsRule(f)
+			if len(rs) != 1 || rs[0].Name != "table columns" || rs[0].Status != tc.status || !strings.Contains(rs[0].Found, tc.found) {
+				t.Fatalf("table columns: got %+v; want %v, found containing %q", rs, tc.status, tc.found)
+			}
+			var ce *ConfigError
+			if err := f.err(); (f.columnsErr != nil) != (err != nil) || errors.As(err, &ce) {
+				t.Errorf("facts error: got %v; want the read error exactly when the columns were unreadable", err)
+			}
+		})
+	}
+	f := goodFacts()
+	f.tableExists, f.columns = false, nil
+	if rs := columnsRule(f); len(rs) != 0 {
+		t.Errorf("missing table: got %+v; want nothing (the outbox table rule says it)", rs)
 	}
 }

@@ -46,7 +46,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // own timeout.
 func checkAll(ctx context.Context, c config) check.Report {
 	pgCtx, cancel := context.WithTimeout(ctx, checkTimeout)
-	pg, routes := slot.Check(pgCtx, c.Slot, c.Schema.Columns)
+	pg, routes := slot.Check(pgCtx, c.Slot)
 	pg = append(pg, checkDeadLetters(pgCtx, c.Slot, c.Schema.DeadLetterTable())...)
 	cancel()
 	kafkaCtx, cancel := context.WithTimeout(ctx, checkTimeout)

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
@@ -27,6 +28,16 @@ var settingFlags = [][2]string{
 	{slot.SettingSSLKey, "--postgres-sslkey"},
 	{slot.SettingPasswordFile, "--postgres-password-file"},
 	{schema.SettingDeadLetters, "--dead-letter-table"},
+	{schema.FieldMessageID.Setting(), "--column-message-id"},
+	{schema.FieldAggregateType.Setting(), "--column-aggregate-type"},
+	{schema.FieldAggregateID.Setting(), "--column-aggregate-id"},
+	{schema.FieldAggregateVersion.Setting(), "--column-aggregate-version"},
+	{schema.FieldType.Setting(), "--column-type"},
+	{schema.FieldPayload.Setting(), "--column-payload"},
+	{schema.FieldHeaders.Setting(), "--column-headers"},
+	{schema.FieldOccurredAt.Setting(), "--column-occurred-at"},
+	{schema.FieldTopic.Setting(), "--column-topic"},
+	{decoder.SettingAggregateTypeDefault, "--aggregate-type-default"},
 	// Longer names first: a replacer tries its pairs in order.
 	{sink.SettingTLSTrust, "--kafka-tls-ca-file, --kafka-tls-server-name"},
 	{sink.SettingClientCert, "--kafka-tls-cert-file, --kafka-tls-key-file"},

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/leader"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/retention"
@@ -29,12 +30,15 @@ type options struct {
 	Publication     string
 	DeadLetterTable string
 	Columns         schema.Columns
-	GrantTo         string
-	OnBadMessage    string
-	CreateTopics    bool // --kafka-create-topics: sink.Config says it the other way round
-	MetricsAddr     string
-	LogLevel        string
-	JSON            bool
+	// AggregateTypeDefault is --aggregate-type-default
+	// (decoder.Config.AggregateTypeDefault).
+	AggregateTypeDefault string
+	GrantTo              string
+	OnBadMessage         string
+	CreateTopics         bool // --kafka-create-topics: sink.Config says it the other way round
+	MetricsAddr          string
+	LogLevel             string
+	JSON                 bool
 
 	Slot      slot.Config        // Slot, StatusInterval, ConfirmInterval, MaxMessageBytes
 	Monitor   slot.MonitorConfig // PollInterval, HeartbeatInterval, StallThreshold
@@ -120,20 +124,21 @@ func defaultOptions() options {
 var verbFlags = map[string]func(s *flagSet, o *options){
 	"schema": func(s *flagSet, o *options) {
 		outboxFlags(s, o, true)
-		columnFlags(s, o)
+		columnFlags(s, o, false)
 		s.group("Privileges")
 		s.str(&o.GrantTo, "grant-to", "also print the GRANTs the role walrelay runs as needs on these tables (see docs/SECURITY.md)")
 	},
 	"init": func(s *flagSet, o *options) {
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
+		columnFlags(s, o, true)
 		slotFlag(s, o)
 		logFlag(s, o)
 	},
 	"check": func(s *flagSet, o *options) {
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
-		columnFlags(s, o)
+		columnFlags(s, o, true)
 		slotFlag(s, o)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
@@ -148,7 +153,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 	"run": func(s *flagSet, o *options) {
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
-		columnFlags(s, o)
+		columnFlags(s, o, true)
 		slotFlag(s, o)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
@@ -194,7 +199,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 	"recover": func(s *flagSet, o *options) {
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
-		columnFlags(s, o)
+		columnFlags(s, o, true)
 		slotFlag(s, o)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
@@ -215,7 +220,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		postgresFlags(s, o)
 		s.group("Outbox")
 		s.str(&o.Table, "table", tableHelp)
-		columnFlags(s, o)
+		columnFlags(s, o, true)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
 		producerFlags(s, o)
@@ -305,7 +310,10 @@ func deadLetterFlags(s *flagSet, o *options) {
 	s.str(&o.DeadLetterTable, "dead-letter-table", deadLetterTableHelp)
 }
 
-func columnFlags(s *flagSet, o *options) {
+// columnFlags name the outbox table's columns; with decoding, also how its
+// rows are read (the verbs that decode rows or judge the table; `schema`
+// only prints DDL).
+func columnFlags(s *flagSet, o *options, decoding bool) {
 	s.group("Outbox columns (for an existing table with other names)")
 	c := &o.Columns
 	s.str(&c.MessageID, "column-message-id", "column holding the message id (uuid)")
@@ -317,6 +325,10 @@ func columnFlags(s *flagSet, o *options) {
 	s.str(&c.Headers, "column-headers", "column holding extra headers (jsonb)")
 	s.str(&c.OccurredAt, "column-occurred-at", "column holding the event time")
 	s.str(&c.Topic, "column-topic", "column holding an explicit topic")
+	if !decoding {
+		return
+	}
+	s.str(&o.AggregateTypeDefault, "aggregate-type-default", "aggregate type of every row when the table has no aggregate type column, and of a row whose aggregate type is NULL (topic template, aggregate_type header, ordering); empty: the column is required")
 }
 
 func slotFlag(s *flagSet, o *options) {
@@ -393,7 +405,10 @@ func jsonFlag(s *flagSet, o *options, help string) {
 // packages take, checked, with the connection string built (and its
 // password file read) one time.
 type config struct {
-	Schema    schema.Config
+	Schema schema.Config
+	// Decoder is how rows are read: the table, its columns and the
+	// aggregate type default (the verbs with the column flags).
+	Decoder   decoder.Config
 	Slot      slot.Config
 	Monitor   slot.MonitorConfig
 	Leader    leader.Config
@@ -418,6 +433,12 @@ func (o options) resolve(s *flagSet) (config, error) {
 	if c.Schema, err = o.schemaConfig(); err != nil {
 		return config{}, err
 	}
+	c.Decoder = decoder.Config{Table: c.Schema.Table, Columns: c.Schema.Columns, AggregateTypeDefault: o.AggregateTypeDefault}
+	if s.has("aggregate-type-default") {
+		if _, err := decoder.New(c.Decoder); err != nil {
+			return config{}, flagged(err)
+		}
+	}
 	if s.has("on-bad-message") {
 		if o.OnBadMessage != "park" && o.OnBadMessage != "halt" {
 			return config{}, fmt.Errorf("--on-bad-message (WALRELAY_ON_BAD_MESSAGE) is %q; want park or halt", o.OnBadMessage)
@@ -432,6 +453,7 @@ func (o options) resolve(s *flagSet) (config, error) {
 		c.Slot = o.Slot
 		c.Slot.ConnString, c.Slot.Table, c.Slot.Publication = conn, c.Schema.Table, c.Schema.Publication
 		c.Slot.Recoveries = c.Schema.RecoveryTable() // beside the dead-letter table, wherever that is
+		c.Slot.Columns, c.Slot.AggregateTypeDefault = c.Decoder.Columns, c.Decoder.AggregateTypeDefault
 		if err := schema.ValidateSlotName(c.Slot.Slot); err != nil {
 			return config{}, err
 		}

@@ -137,7 +137,7 @@ func TestHostileNamesAreRefused(t *testing.T) {
 		{"--publication", "publication name", []string{"init", "check", "status", "run", "schema"}},
 		{"--table", "table name", []string{"init", "check", "status", "run", "schema"}},
 		{"--dead-letter-table", "--dead-letter-table", []string{"init", "check", "run", "schema"}},
-		{"--column-aggregate-id", "column", []string{"check", "run", "schema"}}, // init reads no column
+		{"--column-aggregate-id", "column", []string{"init", "check", "run", "schema"}},
 	}
 	for _, c := range cases {
 		for _, name := range hostile {

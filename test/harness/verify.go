@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,6 +26,9 @@ type Row struct {
 	Headers       map[string]any
 	OccurredAt    time.Time
 	Topic         *string
+	// ContentType is the record's content-type; empty means
+	// application/json (a jsonb payload column's).
+	ContentType string
 }
 
 func (f *Fixture) OutboxRows() []Row {
@@ -188,7 +192,7 @@ func checkRecord(r Row, rec kafkatest.Record, topic, wantTopic string, extra []s
 		"ce_type":        r.Type,
 		"ce_source":      "walrelay",
 		"ce_subject":     r.AggregateID,
-		"content-type":   "application/json",
+		"content-type":   cmp.Or(r.ContentType, "application/json"),
 		"aggregate_type": r.AggregateType,
 	}
 	if r.Version != nil {
