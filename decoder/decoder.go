@@ -3,6 +3,8 @@ package decoder
 import (
 	"errors"
 	"fmt"
+	"mime"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -18,7 +20,38 @@ type Config struct {
 	// Columns maps the contract to the table's columns. Defaults to
 	// schema.DefaultColumns() when zero.
 	Columns schema.Columns
+	// ContentType, when set, is the ContentType of every message (the
+	// record's content-type header) instead of the one the payload
+	// column's type gives: application/json for json and jsonb,
+	// text/plain; charset=utf-8 for text, varchar, bpchar and name,
+	// application/octet-stream for bytea. A text column holding JSON wants
+	// application/json. It must be a media type (mime.ParseMediaType), and
+	// not a CloudEvents structured-mode one (application/cloudevents...):
+	// walrelay publishes in binary mode. Defaults to "": by the column's
+	// type.
+	ContentType string
+	// NullPayload says what a row whose payload is NULL becomes:
+	// NullPayloadPark, a *BadRowError (parked or halted, as the sink's
+	// policy says), or NullPayloadTombstone, a message with Tombstone set
+	// (a Kafka record with a null value). Defaults to NullPayloadPark.
+	NullPayload NullPayload
 }
+
+// NullPayload is what the decoder makes of a NULL payload.
+type NullPayload string
+
+// The choices of Config.NullPayload.
+const (
+	NullPayloadPark      NullPayload = "park"
+	NullPayloadTombstone NullPayload = "tombstone"
+)
+
+// The settings of Config that errors name, for a program to say in its
+// own terms (walrelay says its flags).
+const (
+	SettingContentType = "decoder.Config.ContentType"
+	SettingNullPayload = "decoder.Config.NullPayload"
+)
 
 // Kind says what an Event carries.
 type Kind uint8
@@ -77,6 +110,7 @@ type Event struct {
 type Decoder struct {
 	table     schema.Table
 	names     [schema.NumFields]string
+	opts      rowOptions
 	relations map[uint32]*relation
 	tx        txState
 	scratch   []value // reused across rows: one entry per tuple column
@@ -101,6 +135,7 @@ func New(cfg Config) (*Decoder, error) {
 	return &Decoder{
 		table:     cfg.Table,
 		names:     cfg.Columns.Names(),
+		opts:      cfg.rowOptions(),
 		relations: map[uint32]*relation{},
 	}, nil
 }
@@ -125,7 +160,43 @@ func (cfg Config) resolve() (Config, error) {
 	if err := cfg.Columns.Validate(); err != nil {
 		return cfg, fmt.Errorf("decoder config: %w", err)
 	}
+	if cfg.NullPayload == "" {
+		cfg.NullPayload = NullPayloadPark
+	}
+	if cfg.NullPayload != NullPayloadPark && cfg.NullPayload != NullPayloadTombstone {
+		return cfg, fmt.Errorf("decoder config: %s is %q; want %s or %s", SettingNullPayload, cfg.NullPayload,
+			NullPayloadPark, NullPayloadTombstone)
+	}
+	if err := checkContentType(cfg.ContentType); err != nil {
+		return cfg, fmt.Errorf("decoder config: %w", err)
+	}
 	return cfg, nil
+}
+
+// Validate checks cfg as New does, without making a Decoder.
+func (cfg Config) Validate() error {
+	_, err := cfg.resolve()
+	return err
+}
+
+// checkContentType refuses a Config.ContentType that is no media type, or
+// one that would make a record a structured-mode CloudEvent.
+func checkContentType(ct string) error {
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && !strings.Contains(mt, "/") {
+		err = errors.New("want type/subtype") // ParseMediaType takes a lone token too
+	}
+	if err != nil {
+		return fmt.Errorf("%s %q is not a media type like application/json: %v", SettingContentType, ct, err)
+	}
+	if strings.HasPrefix(mt, "application/cloudevents") {
+		return fmt.Errorf("%s %q is a CloudEvents structured-mode type: walrelay publishes in binary mode (ce_ headers), "+
+			"so give the payload's own type, like application/json", SettingContentType, ct)
+	}
+	return nil
 }
 
 // Decode reads one pgoutput message (the WALData of one XLogData frame).
