@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
@@ -27,6 +28,8 @@ var settingFlags = [][2]string{
 	{slot.SettingSSLKey, "--postgres-sslkey"},
 	{slot.SettingPasswordFile, "--postgres-password-file"},
 	{schema.SettingDeadLetters, "--dead-letter-table"},
+	{decoder.SettingContentType, "--content-type"},
+	{decoder.SettingNullPayload, "--null-payload"},
 	// Longer names first: a replacer tries its pairs in order.
 	{sink.SettingTLSTrust, "--kafka-tls-ca-file, --kafka-tls-server-name"},
 	{sink.SettingClientCert, "--kafka-tls-cert-file, --kafka-tls-key-file"},

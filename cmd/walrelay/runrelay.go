@@ -151,7 +151,7 @@ func (p *process) run(ctx context.Context, ln net.Listener) error {
 // cannot publish and rows the decoder could not decode alike); under halt
 // nothing is parked, but the aggregates parked earlier stay blocked.
 func buildRelay(c config, sinkCfg sink.Config, log *zap.Logger, reg prometheus.Registerer, store *dlq.Store) (*relay.Relay, error) {
-	decCfg := decoder.Config{Table: c.Slot.Table, Columns: c.Schema.Columns}
+	decCfg := c.Decoder
 	if _, err := decoder.New(decCfg); err != nil {
 		return nil, err
 	}

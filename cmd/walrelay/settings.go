@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/leader"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/retention"
@@ -29,6 +30,8 @@ type options struct {
 	Publication     string
 	DeadLetterTable string
 	Columns         schema.Columns
+	ContentType     string // --content-type
+	NullPayload     string // --null-payload
 	GrantTo         string
 	OnBadMessage    string
 	CreateTopics    bool // --kafka-create-topics: sink.Config says it the other way round
@@ -100,6 +103,7 @@ func defaultOptions() options {
 		Table:        sc.Table.String(),
 		Publication:  sc.Publication,
 		Columns:      sc.Columns,
+		NullPayload:  string(decoder.NullPayloadPark),
 		OnBadMessage: "park",
 		CreateTopics: !sk.NoCreateTopics,
 		MetricsAddr:  "127.0.0.1:9187",
@@ -134,6 +138,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
 		columnFlags(s, o)
+		payloadFlags(s, o)
 		slotFlag(s, o)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
@@ -149,6 +154,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
 		columnFlags(s, o)
+		payloadFlags(s, o)
 		slotFlag(s, o)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
@@ -195,6 +201,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
 		columnFlags(s, o)
+		payloadFlags(s, o)
 		slotFlag(s, o)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
@@ -216,6 +223,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		s.group("Outbox")
 		s.str(&o.Table, "table", tableHelp)
 		columnFlags(s, o)
+		payloadFlags(s, o)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
 		producerFlags(s, o)
@@ -319,6 +327,14 @@ func columnFlags(s *flagSet, o *options) {
 	s.str(&c.Topic, "column-topic", "column holding an explicit topic")
 }
 
+// payloadFlags say how a row's payload becomes the record's value, in the
+// group of the column flags they follow: for the verbs that publish rows
+// (and check, which judges them).
+func payloadFlags(s *flagSet, o *options) {
+	s.str(&o.ContentType, "content-type", "content-type header of every record instead of the payload column type's (json, jsonb: application/json; text, varchar: text/plain; charset=utf-8; bytea: application/octet-stream), e.g. application/json for JSON in a text column")
+	s.str(&o.NullPayload, "null-payload", "what a row with a NULL payload becomes: park (a bad row, parked or halted as --on-bad-message says) or tombstone (a Kafka record with a null value, for compacted topics)")
+}
+
 func slotFlag(s *flagSet, o *options) {
 	s.group("Replication slot")
 	s.str(&o.Slot.Slot, "slot", "logical replication slot")
@@ -394,6 +410,7 @@ func jsonFlag(s *flagSet, o *options, help string) {
 // password file read) one time.
 type config struct {
 	Schema    schema.Config
+	Decoder   decoder.Config // the outbox table and columns, and --content-type and --null-payload
 	Slot      slot.Config
 	Monitor   slot.MonitorConfig
 	Leader    leader.Config
@@ -417,6 +434,13 @@ func (o options) resolve(s *flagSet) (config, error) {
 	var err error
 	if c.Schema, err = o.schemaConfig(); err != nil {
 		return config{}, err
+	}
+	c.Decoder = decoder.Config{Table: c.Schema.Table, Columns: c.Schema.Columns,
+		ContentType: o.ContentType, NullPayload: decoder.NullPayload(o.NullPayload)}
+	if s.has("null-payload") {
+		if err := c.Decoder.Validate(); err != nil {
+			return config{}, flagged(err)
+		}
 	}
 	if s.has("on-bad-message") {
 		if o.OnBadMessage != "park" && o.OnBadMessage != "halt" {
