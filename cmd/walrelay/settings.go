@@ -332,7 +332,7 @@ func columnFlags(s *flagSet, o *options) {
 // (and check, which judges them).
 func payloadFlags(s *flagSet, o *options) {
 	s.str(&o.ContentType, "content-type", "content-type header of every record instead of the payload column type's (json, jsonb: application/json; text, varchar: text/plain; charset=utf-8; bytea: application/octet-stream), e.g. application/json for JSON in a text column")
-	s.str(&o.NullPayload, "null-payload", "what a row with a NULL payload becomes: park (a bad row, parked or halted as --on-bad-message says) or tombstone (a Kafka record with a null value, for compacted topics)")
+	s.str(&o.NullPayload, "null-payload", "what a row with a NULL payload becomes: park (a bad row, as one that cannot be decoded) or tombstone (a Kafka record with a null value, for compacted topics)")
 }
 
 func slotFlag(s *flagSet, o *options) {
