@@ -100,10 +100,10 @@ func (d *Decoder) tuple(r *reader) ([]value, error) {
 
 // message converts one outbox row of rel, whose fields have the column
 // names names, into a Message (or a *BadRowError) at pos, committed at
-// commitTime, as opts say. A row costs the Message, one string holding all its strings,
-// and the headers slice when it has headers (a bytea payload adds one); the
-// string copies are made after every check. A json or text payload is vals'
-// bytes, not a copy.
+// commitTime, as opts say. A row costs the Message, one string holding all
+// its strings, and the headers slice when it has headers (a bytea payload
+// adds one); the string copies are made after every check. A json or text
+// payload is vals' bytes, not a copy.
 func message(rel *relation, names *[schema.NumFields]string, opts *rowOptions, vals []value, pos schema.Position, commitTime time.Time) (*schema.Message, error) {
 	var v [schema.NumFields]value
 	for f, c := range rel.col {
