@@ -20,14 +20,10 @@ import (
 
 // Config says what to read and where to publish it.
 type Config struct {
-	// Table and Columns name the outbox table and its columns, as for the
-	// decoder.
-	Table   schema.Table
-	Columns schema.Columns
-	// AggregateTypeDefault is decoder.Config.AggregateTypeDefault: the
-	// aggregate type of rows without one (and what Select.AggregateType
-	// matches them by).
-	AggregateTypeDefault string
+	// Decoder names the outbox table and its columns, and says how a row
+	// becomes a message (its content type, a NULL payload), as for the
+	// stream. An empty Decoder.Table.Schema is public.
+	Decoder decoder.Config
 	// Select picks the rows.
 	Select Selection
 	// Snapshot, when set, is an exported snapshot (slot.Snapshot.Name) the
@@ -163,7 +159,7 @@ func read(ctx context.Context, conn *pgx.Conn, cfg *Config, started func(total i
 		return res, fmt.Errorf("count the selected outbox rows: %w", err)
 	}
 	started(res.Selected)
-	dec, err := decoder.NewRowDecoder(cfg.decoderConfig(), t.cols)
+	dec, err := decoder.NewRowDecoder(cfg.Decoder, t.cols)
 	if err != nil {
 		return res, err
 	}
@@ -222,11 +218,6 @@ func validSnapshotName(s string) bool {
 	return s != ""
 }
 
-// decoderConfig is how the rows are decoded.
-func (c *Config) decoderConfig() decoder.Config {
-	return decoder.Config{Table: c.Table, Columns: c.Columns, AggregateTypeDefault: c.AggregateTypeDefault}
-}
-
 // columnsSQL lists a table's columns as pgoutput sends them: in order,
 // without dropped and generated ones.
 const columnsSQL = `SELECT a.attname::text, a.atttypid::int8 FROM pg_attribute a
@@ -236,33 +227,36 @@ ORDER BY a.attnum`
 // readTable reads the table's columns and whether commit timestamps are
 // tracked.
 func readTable(ctx context.Context, tx pgx.Tx, cfg *Config) (*table, error) {
-	cols := cfg.Columns
+	cols, name := cfg.Decoder.Columns, cfg.Decoder.Table
 	if cols == (schema.Columns{}) {
 		cols = schema.DefaultColumns()
 	}
-	t := &table{name: cfg.Table, names: cols.Names(), aggType: cfg.AggregateTypeDefault}
-	rows, err := tx.Query(ctx, columnsSQL, cfg.Table.Quoted())
+	if name.Schema == "" {
+		name.Schema = "public"
+	}
+	t := &table{name: name, names: cols.Names(), aggType: cfg.Decoder.AggregateTypeDefault}
+	rows, err := tx.Query(ctx, columnsSQL, name.Quoted())
 	if err != nil {
-		return nil, fmt.Errorf("read the columns of %s: %w", cfg.Table, err)
+		return nil, fmt.Errorf("read the columns of %s: %w", name, err)
 	}
 	for rows.Next() {
 		var c decoder.Column
 		var oid int64
 		if err := rows.Scan(&c.Name, &oid); err != nil {
-			return nil, fmt.Errorf("read the columns of %s: %w", cfg.Table, err)
+			return nil, fmt.Errorf("read the columns of %s: %w", name, err)
 		}
 		c.Type = uint32(oid)
 		t.cols = append(t.cols, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the columns of %s: %w", cfg.Table, err)
+		return nil, fmt.Errorf("read the columns of %s: %w", name, err)
 	}
 	if len(t.cols) == 0 {
-		return nil, fmt.Errorf("%s: %w", cfg.Table, errNoColumns)
+		return nil, fmt.Errorf("%s: %w", name, errNoColumns)
 	}
 	// A table whose rows cannot be decoded is a mistake of configuration:
 	// said once, not as a bad row per row.
-	if err := decoder.CheckColumns(cfg.decoderConfig(), t.cols); err != nil {
+	if err := decoder.CheckColumns(cfg.Decoder, t.cols); err != nil {
 		return nil, err
 	}
 	err = tx.QueryRow(ctx, "SELECT current_setting('track_commit_timestamp')::bool").Scan(&t.commitTS)

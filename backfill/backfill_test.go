@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/walrelay/walrelay/backfill"
+	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
@@ -91,7 +92,7 @@ func TestRunPublishesTheSnapshotInVersionOrder(t *testing.T) {
 	defer snap.Close(context.Background())
 	f.insert("a", 11) // after the consistent point: the slot's, not the snapshot's
 
-	cfg := backfill.Config{Table: f.sc.Table, Columns: f.sc.Columns, Snapshot: snap.Name, Position: snap.ConsistentPoint - 1, Sink: f.sinkConfig(), Verb: "test"}
+	cfg := backfill.Config{Decoder: decoder.Config{Table: f.sc.Table, Columns: f.sc.Columns}, Snapshot: snap.Name, Position: snap.ConsistentPoint - 1, Sink: f.sinkConfig(), Verb: "test"}
 	res, err := backfill.Run(context.Background(), f.db.Conn(), cfg, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatalf("Run = %v (%+v)", err, res)
@@ -133,7 +134,7 @@ func TestRunParksABadRow(t *testing.T) {
 		parked = append(parked, dl)
 		return true, nil
 	}
-	cfg := backfill.Config{Table: f.sc.Table, Columns: f.sc.Columns, Position: 0x1001, Sink: sc}
+	cfg := backfill.Config{Decoder: decoder.Config{Table: f.sc.Table, Columns: f.sc.Columns}, Position: 0x1001, Sink: sc}
 	res, err := backfill.Run(context.Background(), f.db.Conn(), cfg, zaptest.NewLogger(t))
 	if err != nil || res.Published != 2 || res.Parked != 1 {
 		t.Fatalf("Run = %+v, %v; want 2 published, 1 parked", res, err)
@@ -149,7 +150,7 @@ func TestCountPerTopic(t *testing.T) {
 	f := newFixture(t)
 	f.insert("a", 1, 2)
 	f.insert("b", 1)
-	cfg := backfill.Config{Table: f.sc.Table, Columns: f.sc.Columns, Sink: f.sinkConfig(),
+	cfg := backfill.Config{Decoder: decoder.Config{Table: f.sc.Table, Columns: f.sc.Columns}, Sink: f.sinkConfig(),
 		Select:  backfill.Selection{AggregateID: "a"},
 		Rewrite: func(m *schema.Message) { m.Topic = "elsewhere" }}
 	res, err := backfill.Count(context.Background(), f.db.Conn(), cfg)
@@ -168,4 +169,44 @@ func TestCountPerTopic(t *testing.T) {
 	if res, err := backfill.Count(context.Background(), f.db.Conn(), cfg); err != nil || res.Selected != 0 {
 		t.Errorf("Count(since an hour ahead) = %+v, %v; want none", res, err)
 	}
+}
+
+// Rows read as text keep NULL apart from empty: with NullPayload tombstone a
+// NULL payload is published as a record with a null value, with the
+// content type given, and an empty text payload as an empty value.
+func TestRunPublishesANullPayloadAsATombstone(t *testing.T) {
+	f := newFixture(t)
+	f.db.Exec("ALTER TABLE " + f.sc.Table.Quoted() + " ALTER COLUMN payload DROP NOT NULL, ALTER COLUMN payload TYPE text USING payload::text")
+	f.db.Exec("INSERT INTO " + f.sc.Table.Quoted() + ` (message_id, aggregate_type, aggregate_id, aggregate_version, type, payload)
+		VALUES (gen_random_uuid(), 'order', 'a', 1, 'order.changed', '{"v": 1}'),
+		       (gen_random_uuid(), 'order', 'a', 2, 'order.deleted', NULL),
+		       (gen_random_uuid(), 'order', 'a', 3, 'order.changed', '')`)
+	dc := decoder.Config{Table: f.sc.Table, Columns: f.sc.Columns, NullPayload: decoder.NullPayloadTombstone, ContentType: "application/json"}
+	res, err := backfill.Run(context.Background(), f.db.Conn(), backfill.Config{Decoder: dc, Position: 0x1001, Sink: f.sinkConfig()}, zaptest.NewLogger(t))
+	if err != nil || res.Published != 3 {
+		t.Fatalf("Run = %+v, %v; want 3 published", res, err)
+	}
+	recs := kafkatest.Read(t, f.brokers, f.prefix+".order")
+	if len(recs) != 3 {
+		t.Fatalf("%d records; want 3", len(recs))
+	}
+	for i, want := range []*string{ptr(`{"v": 1}`), nil, ptr("")} {
+		r := recs[i]
+		if (r.Payload == nil) != (want == nil) || want != nil && *r.Payload != *want {
+			t.Errorf("record %d: value %v; want %v", i, show(r.Payload), show(want))
+		}
+		ct, ok := r.Headers[schema.HeaderContentType]
+		if want == nil && ok || want != nil && ct != "application/json" {
+			t.Errorf("record %d: content-type %q (present %v); want application/json, none on the tombstone", i, ct, ok)
+		}
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+func show(s *string) string {
+	if s == nil {
+		return "null"
+	}
+	return strconv.Quote(*s)
 }

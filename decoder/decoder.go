@@ -3,6 +3,7 @@ package decoder
 import (
 	"errors"
 	"fmt"
+	"mime"
 	"strings"
 	"time"
 	"unicode"
@@ -29,7 +30,38 @@ type Config struct {
 	// whose aggregate type is NULL or empty must name its topic. An empty
 	// (not NULL) aggregate type stays empty either way.
 	AggregateTypeDefault string
+	// ContentType, when set, is the ContentType of every message (the
+	// record's content-type header) instead of the one the payload
+	// column's type gives: application/json for json and jsonb,
+	// text/plain; charset=utf-8 for text, varchar, bpchar and name,
+	// application/octet-stream for bytea. A text column holding JSON wants
+	// application/json. It must be a media type (mime.ParseMediaType), and
+	// not a CloudEvents structured-mode one (application/cloudevents...):
+	// walrelay publishes in binary mode. Defaults to "": by the column's
+	// type.
+	ContentType string
+	// NullPayload says what a row whose payload is NULL becomes:
+	// NullPayloadPark, a *BadRowError (parked or halted, as the sink's
+	// policy says), or NullPayloadTombstone, a message with Tombstone set
+	// (a Kafka record with a null value). Defaults to NullPayloadPark.
+	NullPayload NullPayload
 }
+
+// NullPayload is what the decoder makes of a NULL payload.
+type NullPayload string
+
+// The choices of Config.NullPayload.
+const (
+	NullPayloadPark      NullPayload = "park"
+	NullPayloadTombstone NullPayload = "tombstone"
+)
+
+// The settings of Config that errors name, for a program to say in its
+// own terms (walrelay says its flags).
+const (
+	SettingContentType = "decoder.Config.ContentType"
+	SettingNullPayload = "decoder.Config.NullPayload"
+)
 
 // Kind says what an Event carries.
 type Kind uint8
@@ -89,6 +121,7 @@ type Decoder struct {
 	table     schema.Table
 	names     [schema.NumFields]string
 	aggType   []byte // Config.AggregateTypeDefault; nil when unset
+	opts      rowOptions
 	relations map[uint32]*relation
 	tx        txState
 	scratch   []value // reused across rows: one entry per tuple column
@@ -114,6 +147,7 @@ func New(cfg Config) (*Decoder, error) {
 		table:     cfg.Table,
 		names:     cfg.Columns.Names(),
 		aggType:   defaultBytes(cfg.AggregateTypeDefault),
+		opts:      cfg.rowOptions(),
 		relations: map[uint32]*relation{},
 	}, nil
 }
@@ -132,6 +166,16 @@ func (cfg Config) resolve() (Config, error) {
 	}
 	if err := validateAggregateType(cfg.AggregateTypeDefault); err != nil {
 		return cfg, fmt.Errorf("decoder config: %s: %w", SettingAggregateTypeDefault, err)
+	}
+	if cfg.NullPayload == "" {
+		cfg.NullPayload = NullPayloadPark
+	}
+	if cfg.NullPayload != NullPayloadPark && cfg.NullPayload != NullPayloadTombstone {
+		return cfg, fmt.Errorf("decoder config: %s is %q; want %s or %s", SettingNullPayload, cfg.NullPayload,
+			NullPayloadPark, NullPayloadTombstone)
+	}
+	if err := checkContentType(cfg.ContentType); err != nil {
+		return cfg, fmt.Errorf("decoder config: %w", err)
 	}
 	return cfg, nil
 }
@@ -164,6 +208,32 @@ func validateAggregateType(s string) error {
 		return fmt.Errorf("%q is not valid UTF-8", s)
 	case strings.IndexFunc(s, unicode.IsControl) >= 0:
 		return fmt.Errorf("%q has a control character", s)
+	}
+	return nil
+}
+
+// Validate checks cfg as New does, without making a Decoder.
+func (cfg Config) Validate() error {
+	_, err := cfg.resolve()
+	return err
+}
+
+// checkContentType refuses a Config.ContentType that is no media type, or
+// one that would make a record a structured-mode CloudEvent.
+func checkContentType(ct string) error {
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && !strings.Contains(mt, "/") {
+		err = errors.New("want type/subtype") // ParseMediaType takes a lone token too
+	}
+	if err != nil {
+		return fmt.Errorf("%s %q is not a media type like application/json: %v", SettingContentType, ct, err)
+	}
+	if strings.HasPrefix(mt, "application/cloudevents") {
+		return fmt.Errorf("%s %q is a CloudEvents structured-mode type: walrelay publishes in binary mode (ce_ headers), "+
+			"so give the payload's own type, like application/json", SettingContentType, ct)
 	}
 	return nil
 }

@@ -61,6 +61,18 @@ func TestNew(t *testing.T) {
 			c.Topic = c.Type
 			return Config{Columns: c}
 		}(), wantErr: "configured for both"},
+		{name: "content type", cfg: Config{ContentType: "application/json; charset=utf-8"}},
+		{name: "content type vendor", cfg: Config{ContentType: "application/vnd.acme.order+json"}},
+		{name: "content type not a media type", cfg: Config{ContentType: "json"},
+			wantErr: `decoder.Config.ContentType "json" is not a media type like application/json`},
+		{name: "content type with a bad parameter", cfg: Config{ContentType: "text/plain; charset"},
+			wantErr: "decoder.Config.ContentType"},
+		{name: "content type structured mode", cfg: Config{ContentType: "application/cloudevents+json"},
+			wantErr: "structured-mode"},
+		{name: "null payload park", cfg: Config{NullPayload: NullPayloadPark}},
+		{name: "null payload tombstone", cfg: Config{NullPayload: NullPayloadTombstone}},
+		{name: "null payload other", cfg: Config{NullPayload: "drop"},
+			wantErr: `decoder.Config.NullPayload is "drop"; want park or tombstone`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

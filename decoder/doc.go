@@ -24,7 +24,9 @@
 //
 // Two kinds of errors come back. A *BadRowError (see IsBadRow) is an outbox
 // row that cannot become a Message: a null aggregate id, an unparsable
-// message id, a relation that lacks a required column. The stream itself is
+// message id, a relation that lacks a required column, a NULL payload
+// (unless Config.NullPayload makes it a tombstone: a Message with Tombstone
+// set and no payload). The stream itself is
 // intact; the caller hands it on (the relay gives it to the sink, which
 // parks it or halts by policy) and may keep decoding. Any other error is a protocol error (a truncated
 // frame, a row for a relation never announced, a Begin inside a transaction):

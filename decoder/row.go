@@ -19,6 +19,17 @@ type value struct {
 
 func (v value) null() bool { return v.kind != 't' }
 
+// rowOptions are the choices of a Config that shape a message, as message
+// takes them.
+type rowOptions struct {
+	contentType string // "" for the payload column type's
+	tombstone   bool   // a NULL payload is a tombstone, not a bad row
+}
+
+func (cfg Config) rowOptions() rowOptions {
+	return rowOptions{contentType: cfg.ContentType, tombstone: cfg.NullPayload == NullPayloadTombstone}
+}
+
 // Content types by payload column type.
 const (
 	contentJSON   = "application/json"
@@ -55,7 +66,7 @@ func (d *Decoder) insert(r *reader) (Event, error) {
 	}
 	pos := schema.Position{CommitLSN: d.tx.finalLSN, Seq: d.tx.seq}
 	d.tx.seq++
-	msg, err := message(rel, &d.names, vals, pos, d.tx.commitTime)
+	msg, err := message(rel, &d.names, &d.opts, vals, pos, d.tx.commitTime)
 	if err != nil {
 		return Event{}, err
 	}
@@ -89,11 +100,11 @@ func (d *Decoder) tuple(r *reader) ([]value, error) {
 
 // message converts one outbox row of rel, whose fields have the column
 // names names, into a Message (or a *BadRowError) at pos, committed at
-// commitTime. A row costs the Message, one string holding all its strings,
-// and the headers slice when it has headers (a bytea payload adds one); the
-// string copies are made after every check. A json or text payload is vals'
-// bytes, not a copy.
-func message(rel *relation, names *[schema.NumFields]string, vals []value, pos schema.Position, commitTime time.Time) (*schema.Message, error) {
+// commitTime, as opts say. A row costs the Message, one string holding all
+// its strings, and the headers slice when it has headers (a bytea payload
+// adds one); the string copies are made after every check. A json or text
+// payload is vals' bytes, not a copy.
+func message(rel *relation, names *[schema.NumFields]string, opts *rowOptions, vals []value, pos schema.Position, commitTime time.Time) (*schema.Message, error) {
 	var v [schema.NumFields]value
 	for f, c := range rel.col {
 		if c >= 0 {
@@ -124,7 +135,7 @@ func message(rel *relation, names *[schema.NumFields]string, vals []value, pos s
 		return nil, fail(f, reason)
 	}
 	m := &schema.Message{ID: id, CommitLSN: pos.CommitLSN, CommitTime: commitTime, Seq: pos.Seq}
-	if f, reason := readScalars(m, &v, &rel.typ); reason != "" {
+	if f, reason := readScalars(m, &v, &rel.typ, opts); reason != "" {
 		return nil, fail(f, reason)
 	}
 	hst, reason := headerCheck(v[schema.FieldHeaders])
@@ -214,14 +225,20 @@ func emptiness(v value) string {
 }
 
 // readScalars fills payload, version and event time.
-func readScalars(m *schema.Message, v *[schema.NumFields]value, typ *[schema.NumFields]uint32) (schema.Field, string) {
+func readScalars(m *schema.Message, v *[schema.NumFields]value, typ *[schema.NumFields]uint32, opts *rowOptions) (schema.Field, string) {
 	var reason string
-	payload := v[schema.FieldPayload]
-	if payload.null() {
+	switch payload := v[schema.FieldPayload]; {
+	case payload.null() && opts.tombstone:
+		m.Tombstone = true
+	case payload.null():
 		return schema.FieldPayload, "null"
-	}
-	if m.Payload, m.ContentType, reason = readPayload(payload.b, typ[schema.FieldPayload]); reason != "" {
-		return schema.FieldPayload, reason
+	default:
+		if m.Payload, m.ContentType, reason = readPayload(payload.b, typ[schema.FieldPayload]); reason != "" {
+			return schema.FieldPayload, reason
+		}
+		if opts.contentType != "" {
+			m.ContentType = opts.contentType
+		}
 	}
 	if ver := v[schema.FieldAggregateVersion]; !ver.null() {
 		var ok bool

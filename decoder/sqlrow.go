@@ -17,6 +17,7 @@ import (
 // PostgreSQL defaults). Not safe for concurrent use.
 type RowDecoder struct {
 	names [schema.NumFields]string
+	opts  rowOptions
 	rel   *relation
 	// scratch is reused across rows: one entry per column. Decode clears
 	// it before returning, so that no reference to the caller's buffers
@@ -36,7 +37,7 @@ func NewRowDecoder(cfg Config, cols []Column) (*RowDecoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &RowDecoder{names: cfg.Columns.Names()}
+	r := &RowDecoder{names: cfg.Columns.Names(), opts: cfg.rowOptions()}
 	r.rel = newOutboxRelation(&r.names, defaultBytes(cfg.AggregateTypeDefault), cols)
 	return r, nil
 }
@@ -58,7 +59,7 @@ func (r *RowDecoder) Decode(vals [][]byte, pos schema.Position, commitTime time.
 	for _, b := range vals {
 		r.scratch = append(r.scratch, textValue(b))
 	}
-	m, err := message(r.rel, &r.names, r.scratch, pos, commitTime)
+	m, err := message(r.rel, &r.names, &r.opts, r.scratch, pos, commitTime)
 	clear(r.scratch)
 	if err != nil {
 		return nil, err
@@ -78,9 +79,9 @@ func textValue(b []byte) value {
 // ownPayload copies m's payload when it is the column's bytes: message
 // passes json and text payloads through, and hex-decodes only bytea into
 // new bytes. The copy's capacity is its length, as the stream's payload
-// capacity is capped.
+// capacity is capped. A tombstone's nil payload stays nil.
 func ownPayload(m *schema.Message, oid uint32) {
-	if oid == oidBytea {
+	if oid == oidBytea || m.Tombstone {
 		return
 	}
 	p := make([]byte, len(m.Payload))

@@ -318,3 +318,73 @@ func TestRowDecoderMisuse(t *testing.T) {
 		}
 	}
 }
+
+// TestPayloadChoices: the payload column's types, Config.ContentType and
+// Config.NullPayload give the same Message on the stream and by SQL.
+func TestPayloadChoices(t *testing.T) {
+	const (
+		jsonType   = "application/json"
+		textType   = "text/plain; charset=utf-8"
+		binaryType = "application/octet-stream"
+		given      = "application/vnd.acme.order+json; charset=utf-8"
+	)
+	tests := []struct {
+		name      string
+		oid       uint32
+		cell      pgoutputtest.Cell
+		cfg       Config
+		payload   []byte // nil: a tombstone
+		mediaType string
+		bad       string // the reason of a bad row
+	}{
+		{name: "jsonb", oid: oidJSONB, cell: text(`{"a": 1}`), payload: []byte(`{"a": 1}`), mediaType: jsonType},
+		{name: "json", oid: oidJSON, cell: text(`{"a" :1}`), payload: []byte(`{"a" :1}`), mediaType: jsonType},
+		{name: "text", oid: oidText, cell: text(`{"a":1}`), payload: []byte(`{"a":1}`), mediaType: textType},
+		{name: "varchar", oid: oidVarchar, cell: text("x"), payload: []byte("x"), mediaType: textType},
+		{name: "bpchar", oid: oidBpchar, cell: text("ab  "), payload: []byte("ab  "), mediaType: textType},
+		{name: "name", oid: oidName, cell: text("n"), payload: []byte("n"), mediaType: textType},
+		{name: "bytea", oid: oidBytea, cell: text(`\x7b7d00`), payload: []byte{'{', '}', 0}, mediaType: binaryType},
+		{name: "text as given", oid: oidText, cell: text(`{"a":1}`), cfg: Config{ContentType: given},
+			payload: []byte(`{"a":1}`), mediaType: given},
+		{name: "bytea as given", oid: oidBytea, cell: text(`\x01`), cfg: Config{ContentType: given},
+			payload: []byte{1}, mediaType: given},
+		{name: "empty text is no tombstone", oid: oidText, cell: text(""), cfg: Config{NullPayload: NullPayloadTombstone},
+			payload: []byte{}, mediaType: textType},
+		{name: "null, parked by default", oid: oidJSONB, cell: null, bad: "null"},
+		{name: "null, parked", oid: oidText, cell: null, cfg: Config{NullPayload: NullPayloadPark}, bad: "null"},
+		{name: "null jsonb as a tombstone", oid: oidJSONB, cell: null, cfg: Config{NullPayload: NullPayloadTombstone}},
+		{name: "null bytea as a tombstone, no content type given", oid: oidBytea, cell: null,
+			cfg: Config{NullPayload: NullPayloadTombstone, ContentType: given}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cols := withType("payload", tt.oid)(outboxColumns())
+			row := outboxRow()
+			row["payload"] = tt.cell
+			cells := rowFor(cols, row)
+			streamed, bad, commit := decodeThirdInStream(t, tt.cfg, cols, cells)
+			r, err := NewRowDecoder(tt.cfg, sqlColumns(cols))
+			if err != nil {
+				t.Fatalf("NewRowDecoder: %v", err)
+			}
+			read, readErr := r.Decode(sqlValues(t, cells), schema.Position{CommitLSN: finalLSN, Seq: 2}, commit)
+			if tt.bad != "" {
+				readBad, _ := AsBadRow(readErr)
+				if bad == nil || bad.Field != schema.FieldPayload || bad.Reason != tt.bad || !reflect.DeepEqual(readBad, bad) {
+					t.Fatalf("stream: %v, by SQL: %v; want a bad payload: %s", bad, readErr, tt.bad)
+				}
+				return
+			}
+			if bad != nil || readErr != nil {
+				t.Fatalf("stream: %v, by SQL: %v; want a message", bad, readErr)
+			}
+			for way, m := range map[string]*schema.Message{"stream": streamed, "SQL": read} {
+				if m.Tombstone != (tt.payload == nil) || (m.Payload == nil) != (tt.payload == nil) ||
+					!bytes.Equal(m.Payload, tt.payload) || m.ContentType != tt.mediaType {
+					t.Errorf("%s: payload %q (nil %v), tombstone %v, content type %q; want %q (nil %v), tombstone %v, %q", way,
+						m.Payload, m.Payload == nil, m.Tombstone, m.ContentType, tt.payload, tt.payload == nil, tt.payload == nil, tt.mediaType)
+				}
+			}
+		})
+	}
+}

@@ -55,7 +55,7 @@ type Entry struct {
 	// meant to publish it.
 	Topic, TargetTopic string
 	// PayloadBytes is the payload's size; nil for a row that could not be
-	// decoded.
+	// decoded, and for a tombstone (a NULL payload).
 	PayloadBytes *int
 	ContentType  string
 	// Undecodable is set for a row that could not be decoded: it cannot be
@@ -82,8 +82,9 @@ const entryColumns = `commit_lsn::text, seq, message_id, coalesce(aggregate_type
 	discarded_at, coalesce(discard_reason, '')`
 
 // undecodable holds for a row that is no whole message: walrelay could not
-// decode it (row_data), or it lacks what a message cannot do without.
-const undecodable = `(row_data IS NOT NULL OR payload IS NULL OR message_id IS NULL OR coalesce(aggregate_id, '') = '')`
+// decode it (row_data), or it lacks what a message cannot do without. A
+// NULL payload is a tombstone's, not a lack.
+const undecodable = `(row_data IS NOT NULL OR message_id IS NULL OR coalesce(aggregate_id, '') = '')`
 
 // order is the order of every listing: by aggregate, then position.
 const order = ` ORDER BY aggregate_type, aggregate_id NULLS LAST, commit_lsn, seq`

@@ -157,14 +157,14 @@ func scanRetryRow(row pgx.CollectableRow) (retryRow, error) {
 		r.Why = "walrelay could not decode this row, so it cannot be retried: fix the data with a new outbox row, then discard this one"
 		return r, nil
 	case bad:
-		r.Why = "this row lacks a message id, an aggregate id or a payload, so it cannot be retried: fix the data with a new outbox row, then discard this one"
+		r.Why = "this row lacks a message id or an aggregate id, so it cannot be retried: fix the data with a new outbox row, then discard this one"
 		return r, nil
 	}
 	if m.Headers, err = parseHeaders(headers); err != nil {
 		return r, fmt.Errorf("row %s: %w", r.Position, err)
 	}
-	if m.Payload == nil {
-		m.Payload = []byte{} // an empty payload, not a missing one
+	if m.Payload == nil { // NULL: a tombstone, parked as one; an empty payload is not nil
+		m.Tombstone, m.ContentType = true, ""
 	}
 	m.ID, m.AggregateType, m.AggregateID, m.Type = *r.MessageID, r.Aggregate.Type, r.Aggregate.ID, r.Type
 	if version != nil {

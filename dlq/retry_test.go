@@ -229,3 +229,36 @@ func (f *fixture) waitForLockWait(within time.Duration) {
 		return fmt.Sprintf("%d sessions waiting", n), n > 0
 	})
 }
+
+// A parked tombstone keeps a NULL payload, lists as a message without a
+// payload size, and comes back from Retry as a tombstone; an empty payload
+// comes back empty, not as a tombstone.
+func TestRetryPublishesATombstoneAgain(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	tomb, empty := parked(1, orderA), parked(2, orderA)
+	tomb.Message.Payload, tomb.Message.ContentType, tomb.Message.Tombstone = nil, "", true
+	empty.Message.Payload, empty.Message.ContentType = []byte{}, "text/plain; charset=utf-8"
+	f.park(tomb, empty)
+
+	entries, err := f.store.List(ctx, dlq.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 || entries[0].Undecodable || entries[0].PayloadBytes != nil ||
+		entries[1].PayloadBytes == nil || *entries[1].PayloadBytes != 0 {
+		t.Fatalf("entries %+v; want the tombstone retryable without a payload size, then an empty payload of size 0", entries)
+	}
+	pub := &fakePublisher{}
+	res, err := f.store.Retry(ctx, dlq.Selection{All: true}, pub)
+	if err != nil || len(res.Published) != 2 {
+		t.Fatalf("Retry = %+v, %v; want both published", res, err)
+	}
+	got := pub.got[0]
+	if !sameMessage(got[0], tomb.Message) || got[0].Payload != nil {
+		t.Errorf("retried tombstone = %+v; want %+v, payload nil", *got[0], *tomb.Message)
+	}
+	if !sameMessage(got[1], empty.Message) || got[1].Payload == nil || got[1].Tombstone {
+		t.Errorf("retried empty payload = %+v; want %+v, payload empty and not nil", *got[1], *empty.Message)
+	}
+}

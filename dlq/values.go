@@ -15,7 +15,7 @@ import (
 )
 
 // insertArgs are the values of insertColumns for dl. A decoded message
-// gives its fields; a row that could not be decoded gives its columns as
+// gives its fields (a tombstone a NULL payload); a row that could not be decoded gives its columns as
 // text in row_data. An unknown aggregate type is stored as an empty
 // string (so that aggregates compare with =), an unknown aggregate id as
 // null.
@@ -54,8 +54,8 @@ func insertArgs(dl schema.DeadLetter) ([]any, error) {
 	if committed.IsZero() {
 		committed = m.CommitTime
 	}
-	payload := m.Payload
-	if payload == nil {
+	payload := m.Payload // a tombstone's nil is NULL, and comes back as a tombstone
+	if payload == nil && !m.Tombstone {
 		payload = []byte{}
 	}
 	return append(args, version, m.Type, textArg(m.Topic), textArg(dl.Topic), payload, textArg(m.ContentType),

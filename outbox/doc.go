@@ -38,8 +38,11 @@
 // trace and a business request can be followed from the HTTP handler to
 // every consumer. An entry of the message's own Headers wins over the one
 // from the context. The relay sets the CloudEvents headers (ce_*,
-// content-type) and aggregate_type and aggregate_version itself, so Write
-// refuses those keys rather than let them vanish.
+// content-type) and aggregate_type and aggregate_version itself, and drops
+// a ce_ entry that is not a valid CloudEvents attribute (schema.CheckHeader:
+// a name other than 1 to 20 of a-z and 0-9, ce_datacontenttype, a
+// ce_dataschema that is not an absolute URI), so Write refuses those keys
+// rather than let them vanish. Other ce_ entries are CloudEvents extensions.
 //
 // # Limits
 //

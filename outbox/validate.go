@@ -236,21 +236,12 @@ func checkHeader(k, v string) string {
 	if reason := checkText(v); reason != "" {
 		return fmt.Sprintf("value of %q %s", k, reason)
 	}
-	if reservedHeader(k) {
+	switch d := schema.CheckHeader(k, v); d {
+	case "":
+		return ""
+	case schema.DropReserved:
 		return fmt.Sprintf("key %q is one the relay sets itself (it would drop this entry)", k)
+	default:
+		return fmt.Sprintf("entry %q: %s (the relay would drop it)", k, d.Explain())
 	}
-	return ""
-}
-
-// reservedHeader reports whether the relay sets the header k itself and
-// skips a headers-column entry of that name, in any case.
-func reservedHeader(k string) bool {
-	for _, r := range []string{schema.HeaderSpecVersion, schema.HeaderID, schema.HeaderType,
-		schema.HeaderSource, schema.HeaderSubject, schema.HeaderTime, schema.HeaderContentType,
-		schema.HeaderAggregateType, schema.HeaderAggregateVersion} {
-		if strings.EqualFold(k, r) {
-			return true
-		}
-	}
-	return false
 }

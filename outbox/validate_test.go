@@ -46,6 +46,9 @@ func TestPrepareRefusesBadMessages(t *testing.T) {
 		{"header key with NUL", func(m *Message) { m.Headers = map[string]string{"k\x00": "v"} }, FieldHeaders, "NUL"},
 		{"reserved header", func(m *Message) { m.Headers = map[string]string{"CE_ID": "x"} }, FieldHeaders, "relay sets itself"},
 		{"reserved content-type", func(m *Message) { m.Headers = map[string]string{"content-type": "text/plain"} }, FieldHeaders, "relay sets itself"},
+		{"ce_ key not an attribute name", func(m *Message) { m.Headers = map[string]string{"ce_Bad-Name": "x"} }, FieldHeaders, `entry "ce_Bad-Name": not a CloudEvents attribute`},
+		{"ce_dataschema not a URI", func(m *Message) { m.Headers = map[string]string{"ce_dataschema": "order v1"} }, FieldHeaders, "must be an absolute URI"},
+		{"ce_datacontenttype", func(m *Message) { m.Headers = map[string]string{"ce_datacontenttype": "text/plain"} }, FieldHeaders, "compete with content-type"},
 		{"topic with space", func(m *Message) { m.Topic = "a b" }, FieldTopic, "Kafka allows only"},
 		{"topic dot", func(m *Message) { m.Topic = ".." }, FieldTopic, "not a legal"},
 		{"topic too long", func(m *Message) { m.Topic = strings.Repeat("t", 250) }, FieldTopic, "250 characters"},
@@ -109,7 +112,7 @@ func TestPrepareAcceptsEdgeCases(t *testing.T) {
 	m := good()
 	m.Payload = json.RawMessage(`{"a": 1}`) // 8 bytes, 10 as jsonb text: at the limit
 	m.Topic = "orders.v1-EU_x"
-	m.Headers = map[string]string{"tenant": "ünï", "x-empty": ""}
+	m.Headers = map[string]string{"tenant": "ünï", "x-empty": "", "ce_tenant": "acme", "ce_dataschema": "https://example.com/order.json"}
 	rows, err := w.prepare(context.Background(), []*Message{m})
 	if err != nil {
 		t.Fatalf("prepare: %v", err)

@@ -49,13 +49,19 @@ type Message struct {
 	// Type is the contract name and version, e.g. "order.submitted.v1".
 	Type string
 	// Payload is the record value, passed through unchanged: the text of a
-	// json/jsonb/text column, the bytes of a bytea column. Nil never occurs
-	// in a decoded message; an empty payload is an empty, non-nil slice.
+	// json/jsonb/text column, the bytes of a bytea column. It is nil in a
+	// tombstone only; an empty payload is an empty, non-nil slice.
 	Payload []byte
-	// ContentType follows from the payload column's type
-	// (application/json for json and jsonb).
+	// Tombstone marks a row whose payload is NULL, decoded as a Kafka
+	// tombstone (a record with a null value) rather than as a bad row: an
+	// empty text payload is not null, so the mark is a field of its own
+	// rather than a nil Payload. Payload is then nil and ContentType empty.
+	Tombstone bool
+	// ContentType follows from the payload column's type (application/json
+	// for json and jsonb), unless the decoder was given one.
 	ContentType string
-	// Headers are the string entries of the headers column, sorted by key.
+	// Headers are the string entries of the headers column, sorted by key,
+	// as the row has them: the sink drops those CheckHeader refuses.
 	Headers []Header
 	// OccurredAt is the event time; zero when the column is null or absent.
 	OccurredAt time.Time

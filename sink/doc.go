@@ -9,10 +9,13 @@
 // Java client (toPositive(murmur2(key)) % partitions), so walrelay and Java
 // producers agree on where an aggregate lives. The partition count of a topic
 // is read once and then fixed for the life of the Sink. The record's key is
-// the aggregate id, its value the payload bytes unchanged, its headers follow
-// the CloudEvents Kafka binary binding (ce_*), plus aggregate_type,
-// aggregate_version and the row's own headers (which cannot override the
-// sink's).
+// the aggregate id, its value the payload bytes unchanged (null for a
+// tombstone, schema.Message.Tombstone), its headers follow the CloudEvents
+// Kafka binary binding (ce_*, content-type), plus aggregate_type,
+// aggregate_version and the row's own headers. Of those, the entries
+// schema.CheckHeader refuses are left out (they would override the sink's,
+// or not read as CloudEvents attributes), counted by reason and logged at
+// most once a minute per header key; the message is published without them.
 //
 // kafka-go has no idempotent producer, so ordering is kept by discipline:
 // each topic-partition has its own queue and goroutine, which sends one

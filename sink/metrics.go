@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/promreg"
+	"github.com/walrelay/walrelay/schema"
 )
 
 // Metrics are the sink's Prometheus collectors. Make them once per process
@@ -17,6 +18,7 @@ type Metrics struct {
 	parked           *prometheus.CounterVec // by reason class
 	parkFailures     prometheus.Counter
 	blocked          prometheus.Gauge
+	headersDropped   *prometheus.CounterVec // by schema.HeaderDrop
 }
 
 // NewMetrics makes the collectors and registers them with reg, all or none;
@@ -55,6 +57,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "walrelay_blocked_aggregates",
 			Help: "Aggregates whose later messages are parked behind a parked message.",
 		}),
+		headersDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walrelay_headers_dropped_total",
+			Help: "Entries of the headers column left out of a record, whose message was published without them, by reason (reserved, invalid_name, invalid_value, datacontenttype).",
+		}, []string{"reason"}),
 	}
 	// The classes exist from the start, so that a rate over them is 0, not
 	// absent, before the first error.
@@ -64,8 +70,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range parkReasons {
 		m.parked.WithLabelValues(r)
 	}
+	for _, d := range schema.HeaderDrops {
+		m.headersDropped.WithLabelValues(string(d))
+	}
 	err := promreg.Register(reg, "sink metrics", m.published, m.inFlightMessages, m.inFlightBytes, m.retries, m.errors,
-		m.parked, m.parkFailures, m.blocked)
+		m.parked, m.parkFailures, m.blocked, m.headersDropped)
 	if err != nil {
 		return nil, err
 	}

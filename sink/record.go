@@ -13,7 +13,8 @@ import (
 )
 
 // Header keys the sink sets itself. An entry of the headers column with one
-// of these keys, in any case, is skipped: it must not override them.
+// of these keys, in any case, is dropped (schema.CheckHeader): it must not
+// override them.
 const (
 	headerSpecVersion      = schema.HeaderSpecVersion
 	headerID               = schema.HeaderID
@@ -26,18 +27,13 @@ const (
 	headerAggregateVersion = schema.HeaderAggregateVersion
 )
 
-var reservedHeaders = []string{
-	headerSpecVersion, headerID, headerType, headerSource, headerSubject, headerTime,
-	headerContentType, headerAggregateType, headerAggregateVersion,
-}
+// ownHeaders is how many headers the sink sets itself, at most.
+const ownHeaders = 9
 
-func isReservedHeader(key string) bool {
-	for _, r := range reservedHeaders {
-		if strings.EqualFold(key, r) {
-			return true
-		}
-	}
-	return false
+// droppedHeader is an entry of the headers column left out of a record.
+type droppedHeader struct {
+	key    string
+	reason schema.HeaderDrop
 }
 
 // record is a message as the sink holds it from Publish until Kafka has
@@ -65,23 +61,29 @@ type record struct {
 	bad *verdict
 }
 
-// newRecord builds the Kafka record of m. It does not validate m.
-func newRecord(m *schema.Message, token uint64, source string, now time.Time) *record {
+// newRecord builds the Kafka record of m, and says which entries of its
+// headers column it left out (nil when none). It does not validate m. A
+// tombstone's value is null (nil), whatever its Payload.
+func newRecord(m *schema.Message, token uint64, source string, now time.Time) (*record, []droppedHeader) {
+	headers, dropped := buildHeaders(m, source)
 	r := &record{
 		token:   token,
 		id:      m.ID,
 		key:     []byte(m.AggregateID),
 		value:   m.Payload,
-		headers: buildHeaders(m, source),
+		headers: headers,
 		time:    now,
 		size:    m.Size(),
 		msg:     m,
+	}
+	if m.Tombstone {
+		r.value = nil
 	}
 	r.wire = recordOverhead + len(r.key) + len(r.value)
 	for _, h := range r.headers {
 		r.wire += headerOverhead + len(h.Key) + len(h.Value)
 	}
-	return r
+	return r, dropped
 }
 
 // Upper bounds of the varints and fixed fields of a v2 record and header.
@@ -95,12 +97,14 @@ const (
 
 // buildHeaders returns the record headers of m: the CloudEvents attributes,
 // aggregate_type and aggregate_version, then every entry of the headers
-// column whose key is not one of those. Empty optional attributes (ce_time of
-// a zero OccurredAt, an empty content type or aggregate type, a missing
-// version) are left out. All values share one allocation.
-func buildHeaders(m *schema.Message, source string) []kafka.Header {
+// column that schema.CheckHeader lets through; it says which entries it
+// dropped, and why (nil when none). Empty optional attributes (ce_time of a
+// zero OccurredAt, an empty content type or aggregate type, a missing
+// version) are left out: so a tombstone, with no content type, has no
+// content-type header. All values share one allocation.
+func buildHeaders(m *schema.Message, source string) ([]kafka.Header, []droppedHeader) {
 	b := headerBuilder{
-		hs:  make([]kafka.Header, 0, len(reservedHeaders)+len(m.Headers)),
+		hs:  make([]kafka.Header, 0, ownHeaders+len(m.Headers)),
 		buf: make([]byte, 0, headerValueCap(m, source)),
 	}
 	b.add(headerSpecVersion, "1.0")
@@ -120,12 +124,15 @@ func buildHeaders(m *schema.Message, source string) []kafka.Header {
 		b.buf = strconv.AppendInt(b.buf, m.AggregateVersion, 10)
 		b.cut(headerAggregateVersion, start)
 	}
+	var dropped []droppedHeader
 	for _, h := range m.Headers {
-		if !isReservedHeader(h.Key) {
-			b.add(h.Key, h.Value)
+		if d := schema.CheckHeader(h.Key, h.Value); d != "" {
+			dropped = append(dropped, droppedHeader{h.Key, d})
+			continue
 		}
+		b.add(h.Key, h.Value)
 	}
-	return b.hs
+	return b.hs, dropped
 }
 
 // headerValueCap is the byte length of every header value buildHeaders may

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,11 @@ func headerMap(t *testing.T, hs []kafka.Header) map[string]string {
 }
 
 func TestBuildHeaders(t *testing.T) {
-	got := headerMap(t, buildHeaders(testMessage(), "walrelay-test"))
+	hs, dropped := buildHeaders(testMessage(), "walrelay-test")
+	got := headerMap(t, hs)
+	if dropped != nil {
+		t.Errorf("dropped %v; want none", dropped)
+	}
 	want := map[string]string{
 		"ce_specversion":    "1.0",
 		"ce_id":             "f47ac10b-58cc-4372-a567-0e02b3c479d0",
@@ -64,7 +69,8 @@ func TestBuildHeaders(t *testing.T) {
 func TestBuildHeadersOmitsEmptyOptionals(t *testing.T) {
 	m := testMessage()
 	m.OccurredAt, m.HasVersion, m.ContentType, m.AggregateType, m.Headers = time.Time{}, false, "", "", nil
-	got := headerMap(t, buildHeaders(m, "s"))
+	hs, _ := buildHeaders(m, "s")
+	got := headerMap(t, hs)
 	for _, k := range []string{"ce_time", "aggregate_version", "content-type", "aggregate_type"} {
 		if v, ok := got[k]; ok {
 			t.Errorf("header %q = %q; want it omitted", k, v)
@@ -87,7 +93,13 @@ func TestBuildHeadersColumnCannotOverride(t *testing.T) {
 		{Key: "correlation_id", Value: "c-1"},
 		{Key: "ce_traceparent", Value: "kept: not one the sink sets"},
 	}
-	got := headerMap(t, buildHeaders(m, "walrelay"))
+	hs, dropped := buildHeaders(m, "walrelay")
+	got := headerMap(t, hs)
+	wantDropped := []droppedHeader{{"ce_id", schema.DropReserved}, {"CE_Source", schema.DropReserved},
+		{"content-type", schema.DropReserved}, {"aggregate_version", schema.DropReserved}}
+	if fmt.Sprint(dropped) != fmt.Sprint(wantDropped) {
+		t.Errorf("dropped %v; want %v", dropped, wantDropped)
+	}
 	if got["ce_id"] != m.ID.String() || got["ce_source"] != "walrelay" || got["content-type"] != "application/json" || got["aggregate_version"] != "7" {
 		t.Errorf("headers column overrode the sink's own: %v", got)
 	}
@@ -141,7 +153,7 @@ func TestValidateTopic(t *testing.T) {
 func TestNewRecord(t *testing.T) {
 	m := testMessage()
 	now := time.Unix(1700000000, 0)
-	r := newRecord(m, 99, "walrelay", now)
+	r, _ := newRecord(m, 99, "walrelay", now)
 	if r.token != 99 || r.id != m.ID || string(r.key) != m.AggregateID || string(r.value) != string(m.Payload) || !r.time.Equal(now) {
 		t.Errorf("newRecord = %+v; want token 99, key %q, value %q, time %v", r, m.AggregateID, m.Payload, now)
 	}

@@ -61,6 +61,8 @@ type Sink struct {
 
 	ackMu sync.Mutex // serialises onAck
 
+	drops dropLog // which dropped headers are logged
+
 	// failed ends with the sink's first failure as its cause; halted ends
 	// with it or on Close, and wakes Publish calls that wait.
 	failed   context.Context
@@ -155,18 +157,18 @@ func (s *Sink) Publish(ctx context.Context, m *schema.Message, token uint64) err
 	}
 	topic := topicFor(s.cfg.TopicTemplate, m)
 	if m.AggregateID == "" {
-		return s.parkNow(ctx, topic, newRecord(m, token, s.cfg.Source, s.now()), verdict{class: parkedBadRow, err: errNoAggregateID})
+		return s.parkNow(ctx, topic, s.buildRecord(m, token), verdict{class: parkedBadRow, err: errNoAggregateID})
 	}
 	n, err := s.partitionCount(ctx, topic)
 	var terr *topicError
 	if errors.As(err, &terr) {
-		return s.parkNow(ctx, topic, newRecord(m, token, s.cfg.Source, s.now()), verdict{class: terr.class, err: terr.err})
+		return s.parkNow(ctx, topic, s.buildRecord(m, token), verdict{class: terr.class, err: terr.err})
 	}
 	if err != nil {
 		return err
 	}
 	tp := topicPartition{topic, partitionFor(m.AggregateID, n)}
-	r := newRecord(m, token, s.cfg.Source, s.now())
+	r := s.buildRecord(m, token)
 	if len(m.Payload) > s.cfg.MaxPayloadBytes {
 		r.bad = &verdict{class: parkedTooLarge, err: fmt.Errorf("payload of %d bytes is over the limit of %d bytes (the maximum payload size)",
 			len(m.Payload), s.cfg.MaxPayloadBytes)}

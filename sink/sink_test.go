@@ -90,6 +90,13 @@ func mustMetrics(t *testing.T, reg prometheus.Registerer) *Metrics {
 // start builds a sink over fakes and runs it until the test ends.
 func start(t *testing.T, cfg Config, prod producer, meta metadataClient) *harness {
 	t.Helper()
+	return startWith(t, cfg, prod, meta, nil)
+}
+
+// startWith is start with the sink changed by adjust, when set, before it
+// runs.
+func startWith(t *testing.T, cfg Config, prod producer, meta metadataClient, adjust func(*Sink)) *harness {
+	t.Helper()
 	h := &harness{acks: &acks{}, reg: prometheus.NewRegistry(), run: make(chan error, 1)}
 	cfg.Metrics = mustMetrics(t, h.reg)
 	if err := cfg.validate(); err != nil {
@@ -98,6 +105,9 @@ func start(t *testing.T, cfg Config, prod producer, meta metadataClient) *harnes
 	s, err := newSink(cfg, zaptest.NewLogger(t), h.acks.ack, prod, meta)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if adjust != nil {
+		adjust(s)
 	}
 	h.s = s
 	ctx, cancel := context.WithCancel(context.Background())

@@ -38,6 +38,8 @@ var settingFlags = [][2]string{
 	{schema.FieldOccurredAt.Setting(), "--column-occurred-at"},
 	{schema.FieldTopic.Setting(), "--column-topic"},
 	{decoder.SettingAggregateTypeDefault, "--aggregate-type-default"},
+	{decoder.SettingContentType, "--content-type"},
+	{decoder.SettingNullPayload, "--null-payload"},
 	// Longer names first: a replacer tries its pairs in order.
 	{sink.SettingTLSTrust, "--kafka-tls-ca-file, --kafka-tls-server-name"},
 	{sink.SettingClientCert, "--kafka-tls-cert-file, --kafka-tls-key-file"},

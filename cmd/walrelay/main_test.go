@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -98,5 +99,40 @@ func TestRecoveriesFollowTheDeadLetterTable(t *testing.T) {
 	}
 	if got, want := c.Slot.Recoveries, (schema.Table{Schema: "ops", Name: "events_recoveries"}); got != want {
 		t.Errorf("recoveries table of the slot: got %s; want %s", got, want)
+	}
+}
+
+// --content-type and --null-payload reach the decoder's configuration,
+// checked when resolved, with errors that name the flags.
+func TestPayloadFlags(t *testing.T) {
+	resolve := func(args ...string) (config, error) {
+		t.Helper()
+		o, s, err := parseOptions("run", append([]string{"--postgres-url", "postgres://127.0.0.1:1/x"}, args...), io.Discard, io.Discard)
+		if err != nil {
+			t.Fatalf("parse %q: %v", args, err)
+		}
+		return o.resolve(s)
+	}
+	c, err := resolve()
+	if err != nil || c.Decoder.NullPayload != decoder.NullPayloadPark || c.Decoder.ContentType != "" ||
+		c.Decoder.Table != c.Schema.Table || c.Decoder.Columns != c.Schema.Columns {
+		t.Errorf("defaults: %+v, %v; want park, no content type, the outbox table and columns", c.Decoder, err)
+	}
+	c, err = resolve("--content-type", "application/json; charset=utf-8", "--null-payload", "tombstone")
+	if err != nil || c.Decoder.NullPayload != decoder.NullPayloadTombstone || c.Decoder.ContentType != "application/json; charset=utf-8" {
+		t.Errorf("set: %+v, %v; want tombstone, application/json; charset=utf-8", c.Decoder, err)
+	}
+	for args, want := range map[[2]string]string{
+		{"--content-type", "json"}:                         `--content-type "json" is not a media type like application/json`,
+		{"--content-type", "application/cloudevents+json"}: `--content-type "application/cloudevents+json" is a CloudEvents structured-mode type`,
+		{"--null-payload", "drop"}:                         `--null-payload is "drop"; want park or tombstone`,
+	} {
+		if _, err := resolve(args[0], args[1]); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s %s: got %v; want an error containing %q", args[0], args[1], err, want)
+		}
+	}
+	t.Setenv("WALRELAY_NULL_PAYLOAD", "tombstone")
+	if c, err := resolve(); err != nil || c.Decoder.NullPayload != decoder.NullPayloadTombstone {
+		t.Errorf("WALRELAY_NULL_PAYLOAD=tombstone: %+v, %v; want tombstone", c.Decoder, err)
 	}
 }

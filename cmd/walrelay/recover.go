@@ -263,7 +263,7 @@ func (r *recovery) publish(ctx context.Context, guard func() error) (backfill.Re
 		sc.Park = r.store.Park
 	}
 	cfg := backfill.Config{
-		Table: r.c.Schema.Table, Columns: r.c.Schema.Columns, AggregateTypeDefault: r.c.Decoder.AggregateTypeDefault,
+		Decoder:     r.c.Decoder,
 		Select:      backfill.Selection{Since: r.from},
 		Snapshot:    r.newSlot.Name,
 		Position:    r.newSlot.ConsistentPoint - 1,

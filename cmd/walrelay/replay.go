@@ -89,7 +89,7 @@ func replayConfig(c config, started time.Time, stderr io.Writer) (backfill.Confi
 	}
 	stamp := started.Format(time.RFC3339)
 	return backfill.Config{
-		Table: c.Schema.Table, Columns: c.Schema.Columns, AggregateTypeDefault: c.Decoder.AggregateTypeDefault,
+		Decoder: c.Decoder,
 		Select:  sel,
 		Sink:    c.Sink,
 		Rewrite: func(m *schema.Message) { markReplay(m, b.ToTopic, stamp) },

@@ -33,6 +33,8 @@ type options struct {
 	// AggregateTypeDefault is --aggregate-type-default
 	// (decoder.Config.AggregateTypeDefault).
 	AggregateTypeDefault string
+	ContentType          string // --content-type
+	NullPayload          string // --null-payload
 	GrantTo              string
 	OnBadMessage         string
 	CreateTopics         bool // --kafka-create-topics: sink.Config says it the other way round
@@ -104,6 +106,7 @@ func defaultOptions() options {
 		Table:        sc.Table.String(),
 		Publication:  sc.Publication,
 		Columns:      sc.Columns,
+		NullPayload:  string(decoder.NullPayloadPark),
 		OnBadMessage: "park",
 		CreateTopics: !sk.NoCreateTopics,
 		MetricsAddr:  "127.0.0.1:9187",
@@ -139,6 +142,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
 		columnFlags(s, o, true)
+		payloadFlags(s, o)
 		slotFlag(s, o)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
@@ -154,6 +158,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
 		columnFlags(s, o, true)
+		payloadFlags(s, o)
 		slotFlag(s, o)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
@@ -200,6 +205,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
 		columnFlags(s, o, true)
+		payloadFlags(s, o)
 		slotFlag(s, o)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
@@ -221,6 +227,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		s.group("Outbox")
 		s.str(&o.Table, "table", tableHelp)
 		columnFlags(s, o, true)
+		payloadFlags(s, o)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
 		producerFlags(s, o)
@@ -331,6 +338,14 @@ func columnFlags(s *flagSet, o *options, decoding bool) {
 	s.str(&o.AggregateTypeDefault, "aggregate-type-default", "aggregate type of every row when the table has no aggregate type column, and of a row whose aggregate type is NULL (topic template, aggregate_type header, ordering); empty: the column is required")
 }
 
+// payloadFlags say how a row's payload becomes the record's value, in the
+// group of the column flags they follow: for the verbs that publish rows
+// (and check, which judges them).
+func payloadFlags(s *flagSet, o *options) {
+	s.str(&o.ContentType, "content-type", "content-type header of every record instead of the payload column type's (json, jsonb: application/json; text, varchar: text/plain; charset=utf-8; bytea: application/octet-stream), e.g. application/json for JSON in a text column")
+	s.str(&o.NullPayload, "null-payload", "what a row with a NULL payload becomes: park (a bad row, as one that cannot be decoded) or tombstone (a Kafka record with a null value, for compacted topics)")
+}
+
 func slotFlag(s *flagSet, o *options) {
 	s.group("Replication slot")
 	s.str(&o.Slot.Slot, "slot", "logical replication slot")
@@ -406,8 +421,9 @@ func jsonFlag(s *flagSet, o *options, help string) {
 // password file read) one time.
 type config struct {
 	Schema schema.Config
-	// Decoder is how rows are read: the table, its columns and the
-	// aggregate type default (the verbs with the column flags).
+	// Decoder is how rows are read: the table, its columns, the aggregate
+	// type default, --content-type and --null-payload (the verbs with the
+	// column flags).
 	Decoder   decoder.Config
 	Slot      slot.Config
 	Monitor   slot.MonitorConfig
@@ -433,9 +449,10 @@ func (o options) resolve(s *flagSet) (config, error) {
 	if c.Schema, err = o.schemaConfig(); err != nil {
 		return config{}, err
 	}
-	c.Decoder = decoder.Config{Table: c.Schema.Table, Columns: c.Schema.Columns, AggregateTypeDefault: o.AggregateTypeDefault}
-	if s.has("aggregate-type-default") {
-		if _, err := decoder.New(c.Decoder); err != nil {
+	c.Decoder = decoder.Config{Table: c.Schema.Table, Columns: c.Schema.Columns, AggregateTypeDefault: o.AggregateTypeDefault,
+		ContentType: o.ContentType, NullPayload: decoder.NullPayload(o.NullPayload)}
+	if s.has("aggregate-type-default") || s.has("null-payload") {
+		if err := c.Decoder.Validate(); err != nil {
 			return config{}, flagged(err)
 		}
 	}

@@ -176,8 +176,13 @@ func (f *Fixture) WaitConfirmed(r *Relay, target pglogrepl.LSN, within time.Dura
 	return time.Since(start)
 }
 
-// ReadTopic reads a whole topic of the fixture's brokers with kcat.
+// ReadTopic reads a whole topic of the fixture's brokers with kcat, and
+// fails the test for each record that is no valid CloudEvent
+// (CheckCloudEvents): every test that reads what walrelay published checks
+// that.
 func (f *Fixture) ReadTopic(topic string) []kafkatest.Record {
 	f.t.Helper()
-	return kafkatest.Read(f.t, f.Brokers, topic)
+	recs := kafkatest.Read(f.t, f.Brokers, topic)
+	CheckCloudEvents(f.t, recs)
+	return recs
 }

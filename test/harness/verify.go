@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/kafkatest"
 )
 
@@ -23,11 +24,14 @@ type Row struct {
 	Version       *int64
 	Type          string
 	Payload       string
-	Headers       map[string]any
-	OccurredAt    time.Time
-	Topic         *string
-	// ContentType is the record's content-type; empty means
-	// application/json (a jsonb payload column's).
+	// Tombstone is set when the payload is NULL (Payload is then empty):
+	// the record's value must be null.
+	Tombstone  bool
+	Headers    map[string]any
+	OccurredAt time.Time
+	Topic      *string
+	// ContentType is the record's content-type; empty means Expect's,
+	// and when that is empty application/json (a jsonb payload column's).
 	ContentType string
 }
 
@@ -40,8 +44,13 @@ func (f *Fixture) OutboxRows() []Row {
 	var out []Row
 	for rows.Next() {
 		var r Row
-		var headers *string
-		Must(f.t, rows.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.Version, &r.Type, &r.Payload, &headers, &r.OccurredAt, &r.Topic), "scan outbox row")
+		var headers, payload *string
+		Must(f.t, rows.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.Version, &r.Type, &payload, &headers, &r.OccurredAt, &r.Topic), "scan outbox row")
+		if payload == nil {
+			r.Tombstone = true
+		} else {
+			r.Payload = *payload
+		}
 		if headers != nil {
 			Must(f.t, json.Unmarshal([]byte(*headers), &r.Headers), "headers of %s", r.ID)
 		}
@@ -93,6 +102,9 @@ type Expect struct {
 	// Headers are headers every record carries besides the row's, of any
 	// value (walrelay_replay on a replay's records).
 	Headers []string
+	// ContentType is the content-type of every record but a tombstone.
+	// Defaults to application/json (a jsonb payload).
+	ContentType string
 }
 
 // VerifyAs is Verify with the records expected as e says.
@@ -144,7 +156,7 @@ func (f *Fixture) VerifyAs(rows []Row, e Expect) Report {
 				continue
 			}
 			seen[id] = true
-			if problem := checkRecord(r, rec, topic, topicOf(r), e.Headers); problem != "" {
+			if problem := checkRecord(r, rec, topic, topicOf(r), e); problem != "" {
 				rep.Mismatches = append(rep.Mismatches, id+": "+problem)
 			}
 			agg := r.AggregateType + "/" + r.AggregateID
@@ -173,8 +185,12 @@ func (f *Fixture) VerifyAs(rows []Row, e Expect) Report {
 	return rep
 }
 
-// checkRecord compares one record with its row; "" when they agree.
-func checkRecord(r Row, rec kafkatest.Record, topic, wantTopic string, extra []string) string {
+// checkRecord compares one record with its row; "" when they agree. Of the
+// row's headers, the record carries those walrelay's rule keeps
+// (schema.CheckHeader); that they and all the rest read as a CloudEvent,
+// ReadTopic checks with the SDK.
+func checkRecord(r Row, rec kafkatest.Record, topic, wantTopic string, e Expect) string {
+	extra := e.Headers
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	if topic != wantTopic {
@@ -183,7 +199,10 @@ func checkRecord(r Row, rec kafkatest.Record, topic, wantTopic string, extra []s
 	if rec.Key == nil || *rec.Key != r.AggregateID {
 		add("key %v; want %q", deref(rec.Key), r.AggregateID)
 	}
-	if rec.Payload == nil || *rec.Payload != r.Payload {
+	switch {
+	case r.Tombstone && rec.Payload != nil:
+		add("value %v; want null (a tombstone)", deref(rec.Payload))
+	case !r.Tombstone && (rec.Payload == nil || *rec.Payload != r.Payload):
 		add("value %v; want %q", deref(rec.Payload), r.Payload)
 	}
 	wantHeaders := map[string]string{
@@ -192,14 +211,17 @@ func checkRecord(r Row, rec kafkatest.Record, topic, wantTopic string, extra []s
 		"ce_type":        r.Type,
 		"ce_source":      "walrelay",
 		"ce_subject":     r.AggregateID,
-		"content-type":   cmp.Or(r.ContentType, "application/json"),
+		"content-type":   cmp.Or(r.ContentType, e.ContentType, "application/json"),
 		"aggregate_type": r.AggregateType,
+	}
+	if r.Tombstone {
+		delete(wantHeaders, "content-type")
 	}
 	if r.Version != nil {
 		wantHeaders["aggregate_version"] = strconv.FormatInt(*r.Version, 10)
 	}
 	for k, v := range r.Headers {
-		if s, ok := v.(string); ok && !strings.HasPrefix(k, "ce_") {
+		if s, ok := v.(string); ok && schema.CheckHeader(k, s) == "" {
 			wantHeaders[k] = s
 		}
 	}
