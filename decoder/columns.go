@@ -117,6 +117,8 @@ func allowedTypes(f schema.Field) string {
 		return "a headers column is jsonb, json, text, varchar, char or name"
 	case schema.FieldOccurredAt:
 		return "an occurred_at column is timestamptz or timestamp"
+	case schema.FieldMessageID:
+		return "a message id column is uuid, bigint, integer, smallint, text, varchar, char or name"
 	}
 	return "walrelay reads this field from any type"
 }

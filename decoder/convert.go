@@ -3,39 +3,7 @@ package decoder
 import (
 	"bytes"
 	"time"
-
-	"github.com/walrelay/walrelay/schema"
 )
-
-// parseUUID reads a uuid in the forms PostgreSQL's uuid type prints or
-// commonly accepts: 8-4-4-4-12 hex digits, 32 plain hex digits, either in
-// braces; any letter case.
-func parseUUID(b []byte) (schema.MessageID, bool) {
-	var id schema.MessageID
-	if len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}' {
-		b = b[1 : len(b)-1]
-	}
-	dashed := len(b) == 36
-	if !dashed && len(b) != 32 {
-		return id, false
-	}
-	n := 0 // hex digits read
-	for i := 0; i < len(b); i++ {
-		if dashed && (i == 8 || i == 13 || i == 18 || i == 23) {
-			if b[i] != '-' {
-				return id, false
-			}
-			continue
-		}
-		h, ok := unhex(b[i])
-		if !ok {
-			return id, false
-		}
-		id[n/2] |= h << (4 * (1 - n%2))
-		n++
-	}
-	return id, true
-}
 
 func unhex(c byte) (byte, bool) {
 	switch {

@@ -53,7 +53,7 @@ func (e *BadRowError) Error() string {
 	b.WriteString("bad outbox row")
 	if e.HasID {
 		b.WriteString(" message_id=")
-		b.WriteString(e.MessageID.String())
+		b.WriteString(idText(e.MessageID))
 	}
 	if e.AggregateID != "" {
 		b.WriteString(" aggregate_id=")
@@ -101,6 +101,19 @@ func AsBadRow(err error) (*BadRowError, bool) {
 
 // maxQuoted bounds how much of a value goes into an error message.
 const maxQuoted = 64
+
+// idText renders a message id for an error message: as it is when it is
+// made of letters, digits and -_.:{} only (a uuid, a number, most keys),
+// quoted otherwise.
+func idText(id schema.MessageID) string {
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_.:{}", c) >= 0) {
+			return quote([]byte(id))
+		}
+	}
+	return string(id)
+}
 
 // quote renders a value for an error message: Go-quoted (so it stays on one
 // line) and cut after maxQuoted bytes.

@@ -147,12 +147,17 @@ func (rel *relation) checkColumns(names *[schema.NumFields]string, cols []Column
 }
 
 // typeAllowed says whether a field can be read from a column of type oid.
-// Fields read as text (ids, names, the version) take any type's text form:
-// an aggregate id may well be a uuid or a bigint column. Fields whose
-// meaning depends on the type (payload, headers, occurred_at) take only the
-// types listed.
+// Fields read as text (names, the aggregate id, the version) take any
+// type's text form: an aggregate id may well be a uuid or a bigint column.
+// The message id takes the scalar types whose text is a stable identifier
+// (uuid, the integers, the text types): it is the consumers' de-duplication
+// key, which a float, a timestamp or a json column would make fragile.
+// Fields whose meaning depends on the type (payload, headers, occurred_at)
+// take only the types listed.
 func typeAllowed(f schema.Field, oid uint32) bool {
 	switch f {
+	case schema.FieldMessageID:
+		return oid == oidUUID || oid == oidInt8 || oid == oidInt4 || oid == oidInt2 || isText(oid)
 	case schema.FieldPayload:
 		return oid == oidJSON || oid == oidJSONB || oid == oidBytea || isText(oid)
 	case schema.FieldHeaders:

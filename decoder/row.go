@@ -114,8 +114,12 @@ func message(rel *relation, names *[schema.NumFields]string, opts *rowOptions, v
 	if v[schema.FieldAggregateType].null() && rel.aggType != nil {
 		v[schema.FieldAggregateType] = value{kind: 't', b: rel.aggType}
 	}
-	id, idReason := readID(v[schema.FieldMessageID])
+	idReason := readID(v[schema.FieldMessageID])
 	fail := func(f schema.Field, reason string) error {
+		var id schema.MessageID
+		if idReason == "" {
+			id = schema.MessageID(v[schema.FieldMessageID].b)
+		}
 		return &BadRowError{
 			Field: f, Column: names[f], Reason: reason,
 			MessageID: id, HasID: idReason == "",
@@ -134,7 +138,7 @@ func message(rel *relation, names *[schema.NumFields]string, opts *rowOptions, v
 	if f, reason := checkNames(&v); reason != "" {
 		return nil, fail(f, reason)
 	}
-	m := &schema.Message{ID: id, CommitLSN: pos.CommitLSN, CommitTime: commitTime, Seq: pos.Seq}
+	m := &schema.Message{CommitLSN: pos.CommitLSN, CommitTime: commitTime, Seq: pos.Seq}
 	if f, reason := readScalars(m, &v, &rel.typ, opts); reason != "" {
 		return nil, fail(f, reason)
 	}
@@ -176,8 +180,9 @@ func headerCheck(v value) (headerStats, string) {
 // allocation (the arena, grown up front to its final size).
 func fillStrings(m *schema.Message, v *[schema.NumFields]value, hst headerStats) {
 	var a strings.Builder
-	a.Grow(len(v[schema.FieldAggregateType].b) + len(v[schema.FieldAggregateID].b) +
+	a.Grow(len(v[schema.FieldMessageID].b) + len(v[schema.FieldAggregateType].b) + len(v[schema.FieldAggregateID].b) +
 		len(v[schema.FieldType].b) + len(v[schema.FieldTopic].b) + hst.bytes)
+	m.ID = schema.MessageID(add(&a, v[schema.FieldMessageID].b))
 	m.AggregateType = add(&a, v[schema.FieldAggregateType].b)
 	m.AggregateID = add(&a, v[schema.FieldAggregateID].b)
 	m.Type = add(&a, v[schema.FieldType].b)
@@ -185,16 +190,19 @@ func fillStrings(m *schema.Message, v *[schema.NumFields]value, hst headerStats)
 	m.Headers = buildHeaders(&a, v[schema.FieldHeaders].b, hst)
 }
 
-// readID parses the message id; the reason is empty when it parsed.
-func readID(v value) (schema.MessageID, string) {
-	if v.null() {
-		return schema.MessageID{}, "null"
+// readID checks the message id, the text of any column type the decoder
+// reads it from (a uuid's canonical form, a bigint's digits, a text
+// column's value); the reason is empty when it may be one.
+func readID(v value) string {
+	switch {
+	case v.null():
+		return "null"
+	case len(v.b) == 0:
+		return "empty"
+	case len(v.b) > schema.MaxMessageIDBytes:
+		return fmt.Sprintf("%d bytes, over the limit of %d", len(v.b), schema.MaxMessageIDBytes)
 	}
-	id, ok := parseUUID(v.b)
-	if !ok {
-		return id, "not a uuid: " + quote(v.b)
-	}
-	return id, ""
+	return ""
 }
 
 // checkNames checks the text fields: aggregate id and type must be set, and

@@ -13,9 +13,9 @@ import (
 
 func mustID(t testing.TB, s string) schema.MessageID {
 	t.Helper()
-	id, ok := parseUUID([]byte(s))
-	if !ok {
-		t.Fatalf("parseUUID(%q) failed", s)
+	id, err := schema.ParseMessageID(s)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return id
 }
@@ -111,18 +111,24 @@ func TestDecodeRow(t *testing.T) {
 
 		// message_id
 		{name: "id as text, upper case", cols: withType("message_id", oidText),
-			set: map[string]pgoutputtest.Cell{"message_id": text(strings.ToUpper(testID))}},
-		{name: "id without dashes", cols: withType("message_id", oidText),
-			set: map[string]pgoutputtest.Cell{"message_id": text(strings.ReplaceAll(testID, "-", ""))}},
-		{name: "id in braces", cols: withType("message_id", oidText),
-			set: map[string]pgoutputtest.Cell{"message_id": text("{" + testID + "}")}},
-		{name: "id not a uuid", cols: withType("message_id", oidText),
-			set: map[string]pgoutputtest.Cell{"message_id": text("order-42")},
-			bad: &badRow{field: schema.FieldMessageID, reason: `not a uuid: "order-42"`}},
-		{name: "id misplaced dash", set: map[string]pgoutputtest.Cell{"message_id": text("0192f1c27-d3e-7a4b-9c5d-6e7f8091a2b3")},
-			bad: &badRow{field: schema.FieldMessageID, reason: "not a uuid"}},
-		{name: "id bad hex", set: map[string]pgoutputtest.Cell{"message_id": text("0192f1c2-7d3e-7a4b-9c5d-6e7f8091a2bg")},
-			bad: &badRow{field: schema.FieldMessageID, reason: "not a uuid"}},
+			set:  map[string]pgoutputtest.Cell{"message_id": text(strings.ToUpper(testID))},
+			want: func(m *schema.Message) { m.ID = schema.MessageID(strings.ToUpper(testID)) }},
+		{name: "id in braces, as the text has it", cols: withType("message_id", oidText),
+			set:  map[string]pgoutputtest.Cell{"message_id": text("{" + testID + "}")},
+			want: func(m *schema.Message) { m.ID = schema.MessageID("{" + testID + "}") }},
+		{name: "id any text", cols: withType("message_id", oidVarchar),
+			set:  map[string]pgoutputtest.Cell{"message_id": text("order-42/evt 7")},
+			want: func(m *schema.Message) { m.ID = "order-42/evt 7" }},
+		{name: "id bigint", cols: withType("message_id", oidInt8),
+			set:  map[string]pgoutputtest.Cell{"message_id": text("9223372036854775807")},
+			want: func(m *schema.Message) { m.ID = "9223372036854775807" }},
+		{name: "id empty", cols: withType("message_id", oidText), set: map[string]pgoutputtest.Cell{"message_id": text("")},
+			bad: &badRow{field: schema.FieldMessageID, reason: "empty"}},
+		{name: "id too long", cols: withType("message_id", oidText), set: map[string]pgoutputtest.Cell{"message_id": text(strings.Repeat("x", schema.MaxMessageIDBytes+1))},
+			bad: &badRow{field: schema.FieldMessageID, reason: "1025 bytes, over the limit of 1024"}},
+		{name: "id at the limit", cols: withType("message_id", oidText),
+			set:  map[string]pgoutputtest.Cell{"message_id": text(strings.Repeat("x", schema.MaxMessageIDBytes))},
+			want: func(m *schema.Message) { m.ID = schema.MessageID(strings.Repeat("x", schema.MaxMessageIDBytes)) }},
 		{name: "id null", set: map[string]pgoutputtest.Cell{"message_id": null},
 			bad: &badRow{field: schema.FieldMessageID, reason: "null"}},
 
@@ -352,10 +358,12 @@ func TestBadRowErrorText(t *testing.T) {
 		err  BadRowError
 		want string
 	}{
-		{BadRowError{Field: schema.FieldAggregateID, Column: "aggregate_id", Reason: "empty", MessageID: schema.MessageID{0: 1, 15: 0xff}, HasID: true, CommitLSN: finalLSN},
+		{BadRowError{Field: schema.FieldAggregateID, Column: "aggregate_id", Reason: "empty", MessageID: "01000000-0000-0000-0000-0000000000ff", HasID: true, CommitLSN: finalLSN},
 			`bad outbox row message_id=01000000-0000-0000-0000-0000000000ff in transaction 0/16B3748: column "aggregate_id": empty`},
 		{BadRowError{Field: schema.FieldType, Column: "kind", Reason: "null", AggregateID: "order\n42", CommitLSN: finalLSN},
 			`bad outbox row aggregate_id="order\n42" in transaction 0/16B3748: column "kind" (type): null`},
+		{BadRowError{Field: schema.FieldType, Column: "type", Reason: "null", MessageID: "evt 7\n", HasID: true, CommitLSN: finalLSN},
+			`bad outbox row message_id="evt 7\n" in transaction 0/16B3748: column "type": null`},
 		{BadRowError{Field: schema.FieldMessageID, Column: "message_id", Reason: "a\nb"},
 			`bad outbox row in transaction 0/0: column "message_id": a\nb`},
 	}

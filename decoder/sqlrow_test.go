@@ -86,7 +86,10 @@ func sqlCases() []sqlCase {
 		{name: "custom names reversed, optional absent", custom: true,
 			cols: func(c []pgoutputtest.Column) []pgoutputtest.Column { return reversed(without("headers", "topic")(c)) }},
 
-		{name: "id not a uuid", cols: withType("message_id", oidText), set: setCell("message_id", "order-42"), bad: "message_id"},
+		{name: "id any text", cols: withType("message_id", oidText), set: setCell("message_id", "order-42")},
+		{name: "id bigint", cols: withType("message_id", oidInt8), set: setCell("message_id", "42")},
+		{name: "id empty", cols: withType("message_id", oidVarchar), set: setCell("message_id", ""), bad: "message_id"},
+		{name: "id of unsupported type", cols: withType("message_id", oidJSONB), set: setCell("message_id", `"x"`), bad: "message_id"},
 		{name: "id null", set: setNull("message_id"), bad: "message_id"},
 		{name: "aggregate id empty", set: setCell("aggregate_id", ""), bad: "aggregate_id"},
 		{name: "aggregate id null", set: setNull("aggregate_id"), bad: "aggregate_id"},

@@ -48,7 +48,7 @@ func (sel Selection) addTo(c *conds) error {
 	}
 	switch {
 	case sel.MessageID != nil:
-		c.add("message_id = ?", uuidArg(sel.MessageID))
+		c.add("message_id = ?", idArg(sel.MessageID))
 	case sel.Position != nil:
 		c.add("commit_lsn = ?::pg_lsn AND seq = ?", sel.Position.CommitLSN.String(), int64(sel.Position.Seq))
 	case sel.Aggregate != nil:

@@ -32,7 +32,7 @@ func insertArgs(dl schema.DeadLetter) ([]any, error) {
 	if dl.BlockedBy != nil {
 		blockedBy = dl.BlockedBy.MessageID
 	}
-	args := []any{dl.Position.CommitLSN.String(), int64(dl.Position.Seq), uuidArg(messageIDOf(dl)), agg.Type, aggID}
+	args := []any{dl.Position.CommitLSN.String(), int64(dl.Position.Seq), idArg(messageIDOf(dl)), agg.Type, aggID}
 	m := dl.Message
 	if m == nil {
 		rowData, err := rowDataArg(dl.Row)
@@ -40,7 +40,7 @@ func insertArgs(dl schema.DeadLetter) ([]any, error) {
 			return nil, err
 		}
 		return append(args, nil, nil, nil, textArg(dl.Topic), nil, nil, nil, nil, timeArg(dl.CommitTime),
-			rowData, dl.Reason, uuidArg(blockedBy)), nil
+			rowData, dl.Reason, idArg(blockedBy)), nil
 	}
 	headers, err := headersArg(m.Headers)
 	if err != nil {
@@ -59,7 +59,7 @@ func insertArgs(dl schema.DeadLetter) ([]any, error) {
 		payload = []byte{}
 	}
 	return append(args, version, m.Type, textArg(m.Topic), textArg(dl.Topic), payload, textArg(m.ContentType),
-		headers, timeArg(m.OccurredAt), timeArg(committed), nil, dl.Reason, uuidArg(blockedBy)), nil
+		headers, timeArg(m.OccurredAt), timeArg(committed), nil, dl.Reason, idArg(blockedBy)), nil
 }
 
 // aggregateOf is dl's aggregate, taken from its message when dl leaves it
@@ -78,11 +78,15 @@ func messageIDOf(dl schema.DeadLetter) *schema.MessageID {
 	return dl.MessageID
 }
 
-func uuidArg(id *schema.MessageID) pgtype.UUID {
+// idArg is a message id as a query argument: text, which PostgreSQL reads
+// into the dead-letter table's message_id and blocked_by columns whether
+// they are text or (in tables made before message ids of other types) uuid.
+func idArg(id *schema.MessageID) *string {
 	if id == nil {
-		return pgtype.UUID{}
+		return nil
 	}
-	return pgtype.UUID{Bytes: *id, Valid: true}
+	s := string(*id)
+	return &s
 }
 
 func textArg(s string) *string {
@@ -147,14 +151,15 @@ func rowDataArg(row map[string]*string) ([]byte, error) {
 	return b, nil
 }
 
-// nullID scans a nullable uuid.
-type nullID struct{ pgtype.UUID }
+// nullID scans a nullable message id column (text, or uuid in tables made
+// before message ids of other types).
+type nullID struct{ pgtype.Text }
 
 func (n nullID) ptr() *schema.MessageID {
 	if !n.Valid {
 		return nil
 	}
-	id := schema.MessageID(n.Bytes)
+	id := schema.MessageID(n.String)
 	return &id
 }
 

@@ -170,9 +170,7 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 
 // id is a message id made from n.
 func id(n int) schema.MessageID {
-	var m schema.MessageID
-	m[0], m[1], m[6], m[8], m[15] = byte(n>>8), byte(n), 0x40, 0x80, 0x42
-	return m
+	return schema.MessageID(fmt.Sprintf("%04x0000-0000-4000-8000-000000000042", n&0xffff))
 }
 
 // message is the n-th test message, version n of aggregate order-<n%5>.

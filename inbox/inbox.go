@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -179,7 +178,7 @@ func (in *Inbox) handle(ctx context.Context, db Beginner, m Message, h Handler) 
 	}
 	// A duplicate ends here, with nothing to commit; after Commit it does nothing.
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the error that matters is returned below
-	tag, err := tx.Exec(ctx, in.insertSQL, in.c.ConsumerID, pgtype.UUID{Bytes: m.ID, Valid: true})
+	tag, err := tx.Exec(ctx, in.insertSQL, in.c.ConsumerID, string(m.ID))
 	if err != nil {
 		return false, fmt.Errorf("message %s: insert into inbox %s: %w", m.ID, in.c.Table, err)
 	}

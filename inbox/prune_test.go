@@ -34,7 +34,7 @@ func TestPruneDeletesOnlyOldRowsOfItsConsumer(t *testing.T) {
 	}
 	// 7 of warehouse's rows and all of billing's are two hours old.
 	f.exec(`UPDATE `+f.table.Quoted()+` SET processed_at = now() - interval '2 hours'
-		WHERE consumer_id = 'billing' OR (consumer_id = 'warehouse' AND message_id <> ALL ($1::uuid[]))`,
+		WHERE consumer_id = 'billing' OR (consumer_id = 'warehouse' AND message_id <> ALL ($1::text[]))`,
 		[]string{id(0).String(), id(1).String(), id(2).String()})
 	db := &countingBeginner{db: f.db}
 	const pause = 50 * time.Millisecond

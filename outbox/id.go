@@ -3,6 +3,7 @@ package outbox
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"time"
 
 	"github.com/walrelay/walrelay/schema"
@@ -21,12 +22,28 @@ func NewID() schema.MessageID {
 
 // newIDAt is NewID for the time t.
 func newIDAt(t time.Time) schema.MessageID {
-	var id schema.MessageID
+	var id [16]byte
 	rand.Read(id[:]) //nolint:errcheck // never fails (crypto/rand, Go 1.24+)
 	var ms [8]byte
 	binary.BigEndian.PutUint64(ms[:], uint64(t.UnixMilli()))
 	copy(id[0:6], ms[2:8])
 	id[6] = id[6]&0x0f | 0x70
 	id[8] = id[8]&0x3f | 0x80
-	return id
+	return schema.MessageID(formatUUID(id))
+}
+
+// formatUUID is the canonical 8-4-4-4-12 form of id, as PostgreSQL prints
+// a uuid.
+func formatUUID(id [16]byte) string {
+	var b [36]byte
+	hex.Encode(b[0:8], id[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], id[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], id[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], id[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:], id[10:])
+	return string(b[:])
 }

@@ -89,7 +89,7 @@ func args(mode any, rows []row) []any {
 		a = append(a, mode)
 	}
 	for _, r := range rows {
-		a = append(a, [16]byte(r.id), r.aggregateType, r.aggregateID, r.version, r.typ,
+		a = append(a, string(r.id), r.aggregateType, r.aggregateID, r.version, r.typ,
 			r.payload, r.headers, r.occurredAt, r.topic)
 	}
 	return a

@@ -82,7 +82,7 @@ func (w *Writer) prepareOne(m *Message, fromCtx map[string]string) (row, *Valida
 	}
 	r := row{id: m.ID, aggregateType: m.AggregateType, aggregateID: m.AggregateID, typ: m.Type,
 		payload: payload, headers: headers}
-	if r.id == (schema.MessageID{}) {
+	if r.id == "" {
 		r.id = NewID()
 	}
 	if m.HasVersion {

@@ -117,7 +117,7 @@ func TestWriteInsertsRowsInTheCallersTransaction(t *testing.T) {
 	harness.Must(t, err, "begin")
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
 	harness.Must(t, w.Write(ctx, tx, msgs...), "write")
-	if msgs[1].ID != fixedID || msgs[0].ID == (schema.MessageID{}) || msgs[2].ID == (schema.MessageID{}) || msgs[0].ID == msgs[2].ID {
+	if msgs[1].ID != fixedID || msgs[0].ID == "" || msgs[2].ID == "" || msgs[0].ID == msgs[2].ID {
 		t.Fatalf("ids after Write: %s, %s, %s; want two new distinct ids and %s kept", msgs[0].ID, msgs[1].ID, msgs[2].ID, fixedID)
 	}
 	if got := len(tb.rows(t, tx)); got != 3 {

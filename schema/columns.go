@@ -11,7 +11,7 @@ import "fmt"
 // (AggregateVersion, Headers, OccurredAt, Topic) may be absent from it: a
 // missing optional column reads as null.
 type Columns struct {
-	MessageID        string // Defaults to message_id (uuid).
+	MessageID        string // Defaults to message_id (uuid; bigint and text columns work too).
 	AggregateType    string // Defaults to aggregate_type (text).
 	AggregateID      string // Defaults to aggregate_id (text, the Kafka key).
 	AggregateVersion string // Defaults to aggregate_version (bigint).

@@ -1,31 +1,21 @@
 package schema
 
 import (
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 )
 
-// MessageID is the outbox row's message_id: a UUID, stable across every
-// retry and replay, and the consumers' de-duplication key.
-type MessageID [16]byte
+// MessageID is the outbox row's message id as text: the canonical form of
+// a uuid, the digits of a bigint, or a text column's value. It is stable
+// across every retry and replay, the record's ce_id, and the consumers'
+// de-duplication key. Never empty in a decoded message.
+type MessageID string
 
-// String formats the id in the canonical 8-4-4-4-12 form.
-func (id MessageID) String() string {
-	var b [36]byte
-	hex.Encode(b[0:8], id[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], id[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], id[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], id[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:], id[10:])
-	return string(b[:])
-}
+// String is the id itself.
+func (id MessageID) String() string { return string(id) }
 
 // Header is one extra Kafka header taken from the row's headers column.
 type Header struct {
@@ -108,16 +98,20 @@ func (m *Message) Size() int {
 	return n
 }
 
-// ParseMessageID reads a UUID in its canonical 8-4-4-4-12 form (hex digits
-// in either case).
+// ParseMessageID takes a message id given as text (a flag, a ce_id): any
+// non-empty text of at most MaxMessageIDBytes bytes, as the outbox row's
+// message id column prints it (a uuid in its canonical form, the digits of
+// a bigint, a text column's value).
 func ParseMessageID(s string) (MessageID, error) {
-	var id MessageID
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return id, fmt.Errorf("message id %q is not a UUID like 12345678-9abc-def0-0123-456789abcdef", s)
+	switch {
+	case s == "":
+		return "", errors.New("message id is empty")
+	case len(s) > MaxMessageIDBytes:
+		return "", fmt.Errorf("message id of %d bytes is over the limit of %d", len(s), MaxMessageIDBytes)
 	}
-	digits := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
-	if _, err := hex.Decode(id[:], []byte(digits)); err != nil {
-		return MessageID{}, fmt.Errorf("message id %q is not a UUID like 12345678-9abc-def0-0123-456789abcdef", s)
-	}
-	return id, nil
+	return MessageID(s), nil
 }
+
+// MaxMessageIDBytes bounds a message id: it is a Kafka header value, a key
+// of the consumers' inbox tables and of their indexes.
+const MaxMessageIDBytes = 1024

@@ -115,10 +115,20 @@ func TestDDLUsesConfiguredNames(t *testing.T) {
 	}
 }
 
-func TestMessageIDString(t *testing.T) {
-	id := MessageID{0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef}
-	if got, want := id.String(), "12345678-9abc-def0-0123-456789abcdef"; got != want {
-		t.Errorf("String() = %s; want %s", got, want)
+func TestParseMessageID(t *testing.T) {
+	for _, s := range []string{"12345678-9abc-def0-0123-456789abcdef", "42", "order-42/evt 7", strings.Repeat("x", MaxMessageIDBytes)} {
+		id, err := ParseMessageID(s)
+		if err != nil || id.String() != s {
+			t.Errorf("ParseMessageID(%.40q) = %q, %v; want it unchanged", s, id, err)
+		}
+	}
+	for s, want := range map[string]string{
+		"":                                       "message id is empty",
+		strings.Repeat("x", MaxMessageIDBytes+1): "message id of 1025 bytes is over the limit of 1024",
+	} {
+		if _, err := ParseMessageID(s); err == nil || err.Error() != want {
+			t.Errorf("ParseMessageID(%.40q) error %v; want %q", s, err, want)
+		}
 	}
 }
 

@@ -126,7 +126,7 @@ func kafkaTestMessage(i, keys int) *schema.Message {
 		Headers:          []schema.Header{{Key: "traceparent", Value: fmt.Sprintf("00-%032x-%016x-01", i, i)}},
 		OccurredAt:       time.Date(2025, 1, 2, 3, 4, 5, i, time.UTC),
 	}
-	m.ID[0], m.ID[1], m.ID[2], m.ID[6], m.ID[8] = byte(i>>16), byte(i>>8), byte(i), 0x40, 0x80
+	m.ID = schema.MessageID(fmt.Sprintf("%06x00-0000-4000-8000-000000000000", i&0xffffff))
 	return m
 }
 

@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -108,7 +107,7 @@ func buildHeaders(m *schema.Message, source string) ([]kafka.Header, []droppedHe
 		buf: make([]byte, 0, headerValueCap(m, source)),
 	}
 	b.add(headerSpecVersion, "1.0")
-	b.addID(m.ID)
+	b.add(headerID, string(m.ID))
 	b.add(headerType, m.Type)
 	b.add(headerSource, source)
 	b.add(headerSubject, m.AggregateID)
@@ -136,9 +135,9 @@ func buildHeaders(m *schema.Message, source string) ([]kafka.Header, []droppedHe
 }
 
 // headerValueCap is the byte length of every header value buildHeaders may
-// write: the strings, plus 36 for the id, 40 for the time, 20 for the version.
+// write: the strings, plus 40 for the time and 20 for the version.
 func headerValueCap(m *schema.Message, source string) int {
-	n := len("1.0") + 36 + len(m.Type) + len(source) + len(m.AggregateID) + 40 +
+	n := len("1.0") + len(m.ID) + len(m.Type) + len(source) + len(m.AggregateID) + 40 +
 		len(m.ContentType) + len(m.AggregateType) + 20
 	for _, h := range m.Headers {
 		n += len(h.Value)
@@ -164,26 +163,6 @@ func (b *headerBuilder) addOptional(key, value string) {
 	if value != "" {
 		b.add(key, value)
 	}
-}
-
-func (b *headerBuilder) addID(id schema.MessageID) {
-	start := len(b.buf)
-	b.buf = appendMessageID(b.buf, id)
-	b.cut(headerID, start)
-}
-
-// appendMessageID appends the 8-4-4-4-12 form of id, as id.String() gives
-// it, without the intermediate string.
-func appendMessageID(dst []byte, id schema.MessageID) []byte {
-	dst = hex.AppendEncode(dst, id[0:4])
-	dst = append(dst, '-')
-	dst = hex.AppendEncode(dst, id[4:6])
-	dst = append(dst, '-')
-	dst = hex.AppendEncode(dst, id[6:8])
-	dst = append(dst, '-')
-	dst = hex.AppendEncode(dst, id[8:10])
-	dst = append(dst, '-')
-	return hex.AppendEncode(dst, id[10:])
 }
 
 func (b *headerBuilder) cut(key string, start int) {

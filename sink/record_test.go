@@ -13,7 +13,7 @@ import (
 
 func testMessage() *schema.Message {
 	return &schema.Message{
-		ID:               schema.MessageID{0xf4, 0x7a, 0xc1, 0x0b, 0x58, 0xcc, 0x43, 0x72, 0xa5, 0x67, 0x0e, 0x02, 0xb3, 0xc4, 0x79, 0xd0},
+		ID:               "f47ac10b-58cc-4372-a567-0e02b3c479d0",
 		AggregateType:    "order",
 		AggregateID:      "order-42",
 		AggregateVersion: 7,
@@ -108,13 +108,6 @@ func TestBuildHeadersColumnCannotOverride(t *testing.T) {
 	}
 	if got["correlation_id"] != "c-1" || got["ce_traceparent"] == "" {
 		t.Errorf("ordinary headers lost: %v", got)
-	}
-}
-
-func TestAppendMessageIDMatchesString(t *testing.T) {
-	id := testMessage().ID
-	if got, want := string(appendMessageID(nil, id)), id.String(); got != want {
-		t.Errorf("appendMessageID = %q; want %q", got, want)
 	}
 }
 

@@ -139,7 +139,7 @@ func (h *harness) wait(t *testing.T) error {
 
 func msg(i int, key string) *schema.Message {
 	m := &schema.Message{AggregateType: "order", AggregateID: key, Type: "order.created.v1", Payload: []byte(fmt.Sprintf(`{"i":%d}`, i))}
-	m.ID[0], m.ID[1], m.ID[15] = byte(i>>8), byte(i), 1
+	m.ID = schema.MessageID(fmt.Sprintf("%04x0000-0000-0000-0000-000000000001", i&0xffff))
 	return m
 }
 

@@ -18,7 +18,7 @@ func TestRecoverWantsExactlyOneSelection(t *testing.T) {
 		{"recover", "--postgres-url", nowhere, "--since", "1h", "--all"},
 	} {
 		_, _, err := runArgs(args...)
-		if err == nil || !strings.Contains(err.Error(), "give exactly one of --since TIME, --since-message-id UUID or --all") {
+		if err == nil || !strings.Contains(err.Error(), "give exactly one of --since TIME, --since-message-id ID or --all") {
 			t.Errorf("%q: got %v; want the selection asked for", args, err)
 		}
 	}

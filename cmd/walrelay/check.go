@@ -47,7 +47,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func checkAll(ctx context.Context, c config) check.Report {
 	pgCtx, cancel := context.WithTimeout(ctx, checkTimeout)
 	pg, routes := slot.Check(pgCtx, c.Slot)
-	pg = append(pg, checkDeadLetters(pgCtx, c.Slot, c.Schema.DeadLetterTable())...)
+	pg = append(pg, checkDeadLetters(pgCtx, c.Slot, c.Schema)...)
 	cancel()
 	kafkaCtx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
@@ -57,13 +57,13 @@ func checkAll(ctx context.Context, c config) check.Report {
 
 // checkDeadLetters is dlq's check on a connection of its own; nothing
 // when the server cannot be reached (the PostgreSQL checks said so).
-func checkDeadLetters(ctx context.Context, sc slot.Config, table schema.Table) []check.Result {
+func checkDeadLetters(ctx context.Context, sc slot.Config, outbox schema.Config) []check.Result {
 	conn, err := slot.Connect(ctx, sc)
 	if err != nil {
 		return nil
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return dlq.Check(ctx, conn, table)
+	return dlq.Check(ctx, conn, outbox.DeadLetterTable(), outbox)
 }
 
 func plural(n int, one, many string) string {

@@ -16,8 +16,8 @@ import (
 const dlqUsage = `Usage:
   walrelay dlq list    [--aggregate TYPE/ID | --aggregate-type T] [--type T] [--reason TEXT]
                        [--older-than 1h] [--newer-than 1h] [--status parked|discarded] [--limit N] [--json]
-  walrelay dlq retry   (--message-id UUID | --position LSN#SEQ | --aggregate TYPE/ID | --all)
-  walrelay dlq discard (--message-id UUID | --position LSN#SEQ | --aggregate TYPE/ID | --all) --reason TEXT
+  walrelay dlq retry   (--message-id ID | --position LSN#SEQ | --aggregate TYPE/ID | --all)
+  walrelay dlq discard (--message-id ID | --position LSN#SEQ | --aggregate TYPE/ID | --all) --reason TEXT
 
 list shows parked messages (never their payloads). retry publishes parked messages
 again, with their message ids and headers, in their order, and removes those Kafka

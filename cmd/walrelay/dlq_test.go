@@ -76,7 +76,7 @@ func testMessage(n int, agg string, size int) *schema.Message {
 		OccurredAt: time.Date(2025, 5, 6, 7, 8, 9, 0, time.UTC),
 		CommitLSN:  pglogrepl.LSN(0x3000000 + n*0x100), Seq: uint32(n % 2),
 	}
-	m.ID[0], m.ID[1], m.ID[6], m.ID[8], m.ID[15] = byte(n>>8), byte(n), 0x40, 0x80, 0x77
+	m.ID = schema.MessageID(fmt.Sprintf("%04x0000-0000-4000-8000-000000000077", n&0xffff))
 	return m
 }
 

@@ -36,7 +36,7 @@ func TestDLQSelectionAndFilterFromFlags(t *testing.T) {
 	if err != nil || sel.Aggregate == nil || sel.Aggregate.Type != "order" || sel.Aggregate.ID != "eu/42" {
 		t.Errorf("--aggregate order/eu/42: got %+v, %v; want type order, id eu/42", sel.Aggregate, err)
 	}
-	for _, bad := range []dlqOptions{{Aggregate: "order"}, {Aggregate: "/42"}, {MessageID: "not-a-uuid"}, {Position: "0/16B3748"}} {
+	for _, bad := range []dlqOptions{{Aggregate: "order"}, {Aggregate: "/42"}, {MessageID: strings.Repeat("x", 1025)}, {Position: "0/16B3748"}} {
 		if _, err := bad.selection(); err == nil {
 			t.Errorf("selection(%+v) = nil error; want one", bad)
 		}

@@ -47,7 +47,7 @@ Usage:
   walrelay schema   [flags]   print the outbox DDL for your migrations
   walrelay dlq      list|retry|discard [flags]
                               the dead-letter table: list parked messages, publish them again, discard them
-  walrelay recover  --since TIME | --since-message-id UUID | --all [flags]
+  walrelay recover  --since TIME | --since-message-id ID | --all [flags]
                               after a lost slot: a new slot, and the outbox rows it missed published from the table
   walrelay replay   [--since TIME] [--aggregate-type T] [--to-topic T] [flags]
                               publish retained outbox rows again (marked walrelay_replay), without touching the slot

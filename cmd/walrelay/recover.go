@@ -96,7 +96,7 @@ func (r *recovery) resolveSince(ctx context.Context) error {
 		}
 	}
 	if given != 1 {
-		return errors.New("give exactly one of --since TIME, --since-message-id UUID or --all: which outbox rows to publish")
+		return errors.New("give exactly one of --since TIME, --since-message-id ID or --all: which outbox rows to publish")
 	}
 	var err error
 	switch {

@@ -215,7 +215,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		leaderFlags(s, o)
 		s.group("What to recover (exactly one of --since, --since-message-id, --all)")
 		s.str(&o.Backfill.Since, "since", "publish the rows that occurred from this time on: RFC 3339 (2026-12-04T08:00:00Z), or a duration meaning that long ago (90m); the last time walrelay confirmed, as its stop line or walrelay_confirmed_lsn tells")
-		s.str(&o.Backfill.SinceMessageID, "since-message-id", "publish the rows that occurred from this message's occurred_at on (a UUID of a row still in the table)")
+		s.str(&o.Backfill.SinceMessageID, "since-message-id", "publish the rows that occurred from this message's occurred_at on (the message id of a row still in the table)")
 		s.boolean(&o.Backfill.All, "all", "publish every row in the outbox table")
 		s.dur(&o.Backfill.Margin, "margin", "also read this long before --since: occurred_at is when a row's transaction started, and one that committed later may be in the gap")
 		s.str(&o.Backfill.Force, "force", "replace a slot that is still usable, for this reason (kept in the recoveries table); without it walrelay recovers only a lost or missing slot")
@@ -323,7 +323,7 @@ func deadLetterFlags(s *flagSet, o *options) {
 func columnFlags(s *flagSet, o *options, decoding bool) {
 	s.group("Outbox columns (for an existing table with other names)")
 	c := &o.Columns
-	s.str(&c.MessageID, "column-message-id", "column holding the message id (uuid)")
+	s.str(&c.MessageID, "column-message-id", "column holding the message id (uuid, bigint, integer or text: the record's ce_id)")
 	s.str(&c.AggregateType, "column-aggregate-type", "column holding the aggregate type")
 	s.str(&c.AggregateID, "column-aggregate-id", "column holding the aggregate id (the Kafka key)")
 	s.str(&c.AggregateVersion, "column-aggregate-version", "column holding the aggregate version")
@@ -399,7 +399,7 @@ func leaderFlags(s *flagSet, o *options) {
 // a destructive command touches.
 func selectorFlags(s *flagSet, o *options) {
 	s.group("Which parked messages (exactly one)")
-	s.str(&o.DLQ.MessageID, "message-id", "the parked message with this message id (a UUID)")
+	s.str(&o.DLQ.MessageID, "message-id", "the parked message with this message id")
 	s.str(&o.DLQ.Position, "position", "the parked row at this position, LSN#SEQ as dlq list prints it (for a row without a message id)")
 	s.str(&o.DLQ.Aggregate, "aggregate", "the parked messages of one aggregate, TYPE/ID")
 	s.boolean(&o.DLQ.All, "all", "every parked message")

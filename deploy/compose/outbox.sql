@@ -38,7 +38,7 @@ $walrelay$;
 CREATE TABLE IF NOT EXISTS "public"."outbox_messages_dead_letters" (
     commit_lsn        pg_lsn      NOT NULL,
     seq               integer     NOT NULL,
-    message_id        uuid,
+    message_id        text,
     aggregate_type    text,
     aggregate_id      text,
     aggregate_version bigint,
@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS "public"."outbox_messages_dead_letters" (
     committed_at      timestamptz,
     row_data          jsonb,
     reason            text        NOT NULL,
-    blocked_by        uuid,
+    blocked_by        text,
     status            text        NOT NULL DEFAULT 'parked' CHECK (status IN ('parked', 'discarded')),
     parked_at         timestamptz NOT NULL DEFAULT now(),
     retries           integer     NOT NULL DEFAULT 0,

@@ -274,7 +274,7 @@ func e2eMessage(n int, agg string) *schema.Message {
 		OccurredAt:  time.Date(2025, 6, 7, 8, 9, 10, 0, time.UTC),
 		CommitLSN:   pglogrepl.LSN(0x5000000 + n*0x100), Seq: 0,
 	}
-	m.ID[0], m.ID[1], m.ID[6], m.ID[8], m.ID[15] = 0xe2, byte(n), 0x40, 0x80, 0x99
+	m.ID = schema.MessageID(fmt.Sprintf("e2%02x0000-0000-4000-8000-000000000099", n&0xff))
 	return m
 }
 

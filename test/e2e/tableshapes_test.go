@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ type efShape struct {
 	f     *harness.Fixture
 	table schema.Table
 	pub   string
+	cols  []string // the table's --column-* flags
 }
 
 const efTableSQL = ` ("MessageId" uuid PRIMARY KEY, "AggregateId" uuid NOT NULL, "AggregateVersion" bigint NOT NULL,
@@ -33,15 +35,24 @@ const efTableSQL = ` ("MessageId" uuid PRIMARY KEY, "AggregateId" uuid NOT NULL,
 
 func newEFShape(t *testing.T) *efShape {
 	t.Helper()
+	return newShape(t, "ef_", "OutboxMessages", efTableSQL, "--column-message-id", "MessageId", "--column-aggregate-id", "AggregateId",
+		"--column-aggregate-version", "AggregateVersion", "--column-type", "Type", "--column-payload", "Payload", "--column-occurred-at", "OccurredAtUtc")
+}
+
+// newShape makes a table of another shape, name with columns tableSQL, in
+// a schema of the test's own whose name starts with prefix; cols are the
+// --column-* flags that point walrelay at it.
+func newShape(t *testing.T, prefix, name, tableSQL string, cols ...string) *efShape {
+	t.Helper()
 	f := harness.New(t, "order")
-	s := &efShape{t: t, f: f, table: schema.Table{Schema: "ef_" + f.ID, Name: "OutboxMessages"}, pub: "pub_ef_" + f.ID}
+	s := &efShape{t: t, f: f, table: schema.Table{Schema: prefix + f.ID, Name: name}, pub: "pub_" + prefix + f.ID, cols: cols}
 	t.Cleanup(func() {
 		ctx := context.Background()
 		f.DB.Exec(ctx, "DROP PUBLICATION IF EXISTS "+schema.QuoteIdentifier(s.pub))                //nolint:errcheck // best effort
 		f.DB.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema.QuoteIdentifier(s.table.Schema)+" CASCADE") //nolint:errcheck // best effort
 	})
 	s.exec("CREATE SCHEMA " + schema.QuoteIdentifier(s.table.Schema))
-	s.exec("CREATE TABLE " + s.table.Quoted() + efTableSQL)
+	s.exec("CREATE TABLE " + s.table.Quoted() + tableSQL)
 	s.exec(f.WalrelayOK("schema", append(s.flags(), "--grant-to", harness.RelayRole)...))
 	return s
 }
@@ -49,9 +60,8 @@ func newEFShape(t *testing.T) *efShape {
 // flags point walrelay at the table: --table, --publication and a
 // --column-* flag for each column named otherwise than walrelay's.
 func (s *efShape) flags(extra ...string) []string {
-	return append([]string{"--table", s.table.String(), "--publication", s.pub,
-		"--column-message-id", "MessageId", "--column-aggregate-id", "AggregateId", "--column-aggregate-version", "AggregateVersion",
-		"--column-type", "Type", "--column-payload", "Payload", "--column-occurred-at", "OccurredAtUtc"}, extra...)
+	flags := append([]string{"--table", s.table.String(), "--publication", s.pub}, s.cols...)
+	return append(flags, extra...)
 }
 
 func (s *efShape) exec(sql string, args ...any) {
@@ -235,4 +245,104 @@ func TestEFCoreOutboxTable(t *testing.T) {
 	if n := s.parked(); n != 2 {
 		t.Errorf("parked rows after the refusals: %d; want the 2 of before", n)
 	}
+}
+
+const serialTableSQL = ` (id bigserial PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL, aggregate_version bigint,
+	type text NOT NULL, payload text, occurred_at timestamptz NOT NULL DEFAULT now())`
+
+// A table with a bigserial id and JSON in a text payload column, as many
+// hand-made outbox tables are: with --column-message-id id and
+// --content-type application/json, rows of several transactions arrive
+// with the id's digits as ce_id, the aggregate id as key (partition by
+// murmur2), content-type application/json, the payload's bytes and order
+// per aggregate. An undecodable row is parked under its bigint id, blocks
+// its aggregate's next row, and `walrelay dlq discard --message-id` finds
+// it by that id. An id column of a type that is no stable identifier
+// (timestamptz) is refused at start.
+func TestBigserialIDTextPayloadTable(t *testing.T) {
+	s := newShape(t, "serial_", "events", serialTableSQL, "--column-message-id", "id")
+	f := s.f
+	run := []string{"--content-type", "application/json"}
+	f.WalrelayOK("init", s.flags()...)
+	_, report := runCheck(t, f, s.flags(run...)...)
+	if report.Fail != 0 || report.status("dead-letter message ids") != "ok" {
+		t.Errorf("check: %d failed, dead-letter message ids %s; want none failed, ids ok", report.Fail, report.status("dead-letter message ids"))
+	}
+	r := f.Run(s.flags(run...)...)
+	r.WaitStarted()
+
+	type row struct {
+		id, aggregate, typ, payload string
+		version                     int64
+		at                          time.Time // occurred_at, the column's default
+	}
+	versions := map[string]int64{}
+	next := func(agg, payload string) row {
+		versions[agg]++
+		return row{aggregate: agg, typ: "order.placed.v1", payload: payload, version: versions[agg]}
+	}
+	write := func(rows ...row) []row {
+		t.Helper()
+		err := pgx.BeginFunc(context.Background(), f.DB, func(tx pgx.Tx) error {
+			for i := range rows {
+				err := tx.QueryRow(context.Background(), "INSERT INTO "+s.table.Quoted()+
+					" (aggregate_type, aggregate_id, aggregate_version, type, payload) VALUES ('order', $1, $2, $3, $4) RETURNING id::text, occurred_at",
+					rows[i].aggregate, rows[i].version, rows[i].typ, rows[i].payload).Scan(&rows[i].id, &rows[i].at)
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		harness.Must(t, err, "write %d rows", len(rows))
+		return rows
+	}
+	var delivered []harness.Row
+	keep := func(rows ...row) {
+		for _, r := range rows {
+			delivered = append(delivered, harness.Row{ID: r.id, AggregateType: "order", AggregateID: r.aggregate,
+				Version: &r.version, Type: r.typ, Payload: r.payload, OccurredAt: r.at, ContentType: "application/json"})
+		}
+	}
+	aggs := []string{"order-1", "order-2", "order-3", "order-4"}
+	for tx := range 4 {
+		var rows []row
+		for i, agg := range aggs {
+			rows = append(rows, next(agg, fmt.Sprintf(`{"order":%d,"tx":%d}`, i, tx)), next(agg, fmt.Sprintf(`{"order":%d,"tx":%d,"again":true}`, i, tx)))
+		}
+		keep(write(rows...)...)
+	}
+	bad := next("order-3", `{"bad":true}`)
+	bad.typ = ""
+	bad = write(bad)[0]
+	behind := write(next("order-3", `{"behind":true}`))[0]
+	keep(write(next("order-1", `{"last":true}`))...)
+	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
+
+	rep := f.Verify(delivered)
+	harness.AssertClean(t, rep, 0)
+	for _, r := range delivered {
+		if _, err := strconv.ParseInt(r.ID, 10, 64); err != nil {
+			t.Fatalf("ce_id %q is not the bigserial's digits", r.ID)
+		}
+	}
+	dead := schema.Table{Schema: s.table.Schema, Name: s.table.Name + "_dead_letters"}.Quoted()
+	n := s.count("SELECT count(*) FROM "+dead+" WHERE (message_id = $1 AND blocked_by IS NULL AND reason LIKE '%column \"type\": empty%')"+
+		" OR (message_id = $2 AND blocked_by = $1 AND aggregate_id = 'order-3')", bad.id, behind.id)
+	if n != 2 || s.parked() != 2 {
+		t.Errorf("dead letters: %d of 2 as wanted, %d in all; want row %s parked and row %s blocked behind it", n, s.parked(), bad.id, behind.id)
+	}
+	out := f.WalrelayOK("dlq", "discard", "--message-id", bad.id, "--reason", "test: an empty type", "--table", s.table.String())
+	if n := s.count("SELECT count(*) FROM "+dead+" WHERE message_id = $1 AND status = 'discarded'", bad.id); n != 1 {
+		t.Errorf("after `walrelay dlq discard --message-id %s`: %d rows of that id discarded; want 1\n%s", bad.id, n, out)
+	}
+	t.Logf("bigserial ids, text payloads: %d records (%s), ce_id the id's digits, content-type application/json", rep.Delivered, rep)
+	if code := r.Stop(); code != 0 {
+		t.Errorf("walrelay run after SIGTERM: exit %d; want 0", code)
+	}
+
+	s.exec("ALTER TABLE " + s.table.Quoted() + " ADD COLUMN created timestamptz")
+	s.cols = []string{"--column-message-id", "created"}
+	s.expectRefused(t, nil, `column "created" (message_id) of `+s.table.String()+" has type timestamp with time zone; a message id column is uuid, bigint",
+		"fix: set --column-message-id to a column of one of those types, or change the column's type")
 }

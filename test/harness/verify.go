@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/kafkatest"
 )
@@ -136,6 +137,7 @@ func (f *Fixture) VerifyAs(rows []Row, e Expect) Report {
 	sort.Strings(names)
 	for _, topic := range names {
 		recs := f.ReadTopic(topic)
+		partitionFor := f.javaPartitioner(topic)
 		sort.Slice(recs, func(i, j int) bool {
 			if recs[i].Partition != recs[j].Partition {
 				return recs[i].Partition < recs[j].Partition
@@ -158,6 +160,9 @@ func (f *Fixture) VerifyAs(rows []Row, e Expect) Report {
 			seen[id] = true
 			if problem := checkRecord(r, rec, topic, topicOf(r), e); problem != "" {
 				rep.Mismatches = append(rep.Mismatches, id+": "+problem)
+			}
+			if want := partitionFor(r.AggregateID); rec.Partition != want {
+				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: partition %d; want %d, murmur2 of key %q as Java's default partitioner picks it", id, rec.Partition, want, r.AggregateID))
 			}
 			agg := r.AggregateType + "/" + r.AggregateID
 			if p, ok := partitionOf[agg]; ok && p != rec.Partition {
@@ -252,4 +257,22 @@ func deref(s *string) string {
 		return "<null>"
 	}
 	return strconv.Quote(*s)
+}
+
+// javaPartitioner is the partition the Java client's default partitioner
+// picks for a key on topic (murmur2 of the key, positive, modulo the
+// partition count), computed by kafka-go's Murmur2Balancer: an
+// implementation of its own, not walrelay's.
+func (f *Fixture) javaPartitioner(topic string) func(key string) int32 {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := kafkatest.PartitionCount(ctx, f.Brokers, topic)
+	Must(f.t, err, "count the partitions of %s", topic)
+	parts := make([]int, n)
+	for i := range parts {
+		parts[i] = i
+	}
+	var b kafka.Murmur2Balancer
+	return func(key string) int32 { return int32(b.Balance(kafka.Message{Key: []byte(key)}, parts...)) }
 }

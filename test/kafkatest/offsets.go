@@ -87,3 +87,20 @@ func Committed(ctx context.Context, brokers, group, topic string, partitions []i
 		}
 	}
 }
+
+// PartitionCount is the number of partitions of topic.
+func PartitionCount(ctx context.Context, brokers, topic string) (int, error) {
+	md, err := Client(brokers).Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return 0, fmt.Errorf("read metadata of %s: %w", topic, err)
+	}
+	for _, tp := range md.Topics {
+		if tp.Name == topic {
+			if tp.Error != nil {
+				return 0, fmt.Errorf("metadata of %s: %w", topic, tp.Error)
+			}
+			return len(tp.Partitions), nil
+		}
+	}
+	return 0, fmt.Errorf("metadata of %s: no such topic", topic)
+}
