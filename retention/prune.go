@@ -90,7 +90,15 @@ func (p *Pruner) Run(ctx context.Context) (Result, error) {
 		res.Took = time.Since(start)
 		return res, err
 	}
-	var err error
+	// A role that may not delete is told so before anything else: no
+	// mark, no wait, no line saying that nothing was pruned.
+	priv, err := ReadPrivileges(ctx, p.db, p.cfg.Table)
+	if err != nil {
+		return done(err)
+	}
+	if err := priv.refusal(p.cfg.Table, p.cfg.DryRun); err != nil {
+		return done(err)
+	}
 	if res.Mark, err = p.Mark(ctx); err != nil {
 		return done(err)
 	}

@@ -145,7 +145,14 @@ func logWarnings(log *zap.Logger, results []check.Result) {
 // publication it decodes with) and a permanent pgoutput slot, each only when
 // missing, and judges each group of rules before the next step: it refuses
 // as the preflight does, on the first failure. Running it twice is safe.
-func Init(ctx context.Context, cfg Config, log *zap.Logger) (Info, error) {
+//
+// Init is all or nothing as far as WAL goes: prepare, when given, runs on
+// Init's connection after the server and the publication are judged and
+// before the slot is created (the objects a program makes besides them,
+// such as walrelay's tables), so that a failure there leaves no slot
+// behind retaining WAL; and a slot Init created that then fails its rules
+// is dropped again, which the error says.
+func Init(ctx context.Context, cfg Config, log *zap.Logger, prepare ...func(context.Context, *pgx.Conn) error) (Info, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return Info{}, err
@@ -164,6 +171,11 @@ func Init(ctx context.Context, cfg Config, log *zap.Logger) (Info, error) {
 	}
 	if err := ensurePublication(ctx, conn, f, log); err != nil {
 		return Info{}, err
+	}
+	for _, p := range prepare {
+		if err := p(ctx, conn); err != nil {
+			return Info{}, fmt.Errorf("%w (no replication slot was created)", err)
+		}
 	}
 	if err := ensureSlot(ctx, conn, f, log); err != nil {
 		return Info{}, err
@@ -195,9 +207,11 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, f *facts, log *zap.L
 	return firstFailure(judge(f, publicationRules))
 }
 
-// ensureSlot creates the missing slot, then judges it.
+// ensureSlot creates the missing slot, then judges it; a slot it created
+// that fails is dropped again.
 func ensureSlot(ctx context.Context, conn *pgx.Conn, f *facts, log *zap.Logger) error {
 	cfg := f.cfg
+	created := false
 	if !f.figures.Exists {
 		_, err := conn.Exec(ctx, createSlotSQL(f.server.versionNum), cfg.Slot)
 		if err != nil && !isDuplicate(err) {
@@ -206,9 +220,17 @@ func ensureSlot(ctx context.Context, conn *pgx.Conn, f *facts, log *zap.Logger) 
 		if f.readFigures(ctx, conn); f.figuresErr != nil {
 			return f.figuresErr
 		}
+		created = true
 		log.Info("created replication slot", zap.String("slot", cfg.Slot), zap.Stringer("confirmed_flush_lsn", f.figures.ConfirmedFlush))
 	}
-	return firstFailure(judge(f, slotRules))
+	verdict := firstFailure(judge(f, slotRules))
+	if verdict == nil || !created {
+		return verdict
+	}
+	if err := dropSlot(ctx, conn, cfg.Slot, log); err != nil {
+		return fmt.Errorf("%w; the replication slot %q init created is left behind and retains WAL until dropped (%v): SELECT pg_drop_replication_slot('%s')", verdict, cfg.Slot, err, cfg.Slot)
+	}
+	return fmt.Errorf("%w (init dropped the replication slot %q it had created, so that it retains no WAL)", verdict, cfg.Slot)
 }
 
 // failoverVersion is the first PostgreSQL with failover slots

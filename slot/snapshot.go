@@ -26,7 +26,10 @@ func (f Figures) Invalidated() bool {
 // missing publication, refusing on the first failure. It returns the
 // slot's figures (Exists false when it is missing) for the caller to
 // decide whether replacing the slot is right.
-func PrepareRecovery(ctx context.Context, cfg Config, log *zap.Logger) (Figures, error) {
+//
+// prepare, when given, runs on the same connection after the publication,
+// as Init's does.
+func PrepareRecovery(ctx context.Context, cfg Config, log *zap.Logger, prepare ...func(context.Context, *pgx.Conn) error) (Figures, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return Figures{}, err
@@ -45,6 +48,11 @@ func PrepareRecovery(ctx context.Context, cfg Config, log *zap.Logger) (Figures,
 	}
 	if err := ensurePublication(ctx, conn, f, log); err != nil {
 		return Figures{}, err
+	}
+	for _, p := range prepare {
+		if err := p(ctx, conn); err != nil {
+			return Figures{}, err
+		}
 	}
 	return f.figures, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/walrelay/walrelay/check"
 	"github.com/walrelay/walrelay/dlq"
+	"github.com/walrelay/walrelay/retention"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
@@ -55,15 +56,16 @@ func checkAll(ctx context.Context, c config) check.Report {
 	return append(check.Report(pg), kafka...)
 }
 
-// checkDeadLetters is dlq's check on a connection of its own; nothing
-// when the server cannot be reached (the PostgreSQL checks said so).
+// checkDeadLetters is dlq's check and whether the role may prune, on a
+// connection of its own; nothing when the server cannot be reached (the
+// PostgreSQL checks said so).
 func checkDeadLetters(ctx context.Context, sc slot.Config, outbox schema.Config) []check.Result {
 	conn, err := slot.Connect(ctx, sc)
 	if err != nil {
 		return nil
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return dlq.Check(ctx, conn, outbox.DeadLetterTable(), outbox)
+	return append(dlq.Check(ctx, conn, outbox.DeadLetterTable(), outbox), retention.Check(ctx, conn, outbox.Table))
 }
 
 func plural(n int, one, many string) string {

@@ -66,7 +66,7 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	c, err := o.resolve(s)
 	if err != nil {
-		return err
+		return asConfigError(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, dlqTimeout)
 	defer cancel()

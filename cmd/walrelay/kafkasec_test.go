@@ -242,8 +242,8 @@ func TestKafkaSecurityFlags(t *testing.T) {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), append(verb, "--postgres-url", "postgres://walrelay@127.0.0.1:1/x",
 			"--kafka-sasl-mechanism", "GSSAPI"), &out, &errOut)
-		if err == nil || !strings.Contains(err.Error(), "--kafka-sasl-mechanism") || exitCode(err) != 1 {
-			t.Errorf("walrelay %s with a bad mechanism: got %v; want an error naming --kafka-sasl-mechanism, exit code 1", verb, err)
+		if err == nil || !strings.Contains(err.Error(), "--kafka-sasl-mechanism") || exitCode(err) != 2 {
+			t.Errorf("walrelay %s with a bad mechanism: got %v; want an error naming --kafka-sasl-mechanism, exit code 2 (a setting)", verb, err)
 		}
 		if strings.Contains(err.Error()+out.String()+errOut.String(), testPassword) {
 			t.Errorf("walrelay %s shows the password: %v\n%s%s", verb, err, out.String(), errOut.String())

@@ -30,8 +30,30 @@ func main() {
 // errUsage marks a command line that was wrong; the usage was printed.
 var errUsage = errors.New("usage")
 
+// errConfig marks settings that are missing or wrong, found before
+// anything was connected to: exit 2 as a wrong command line is, with the
+// one line `walrelay: <reason>` instead of the usage.
+var errConfig = errors.New("configuration")
+
+// configError is an error of the settings (errConfig).
+type configError struct{ err error }
+
+func (e configError) Error() string   { return e.err.Error() }
+func (e configError) Unwrap() []error { return []error{e.err, errConfig} }
+
+// asConfigError marks err, when not nil, as an error of the settings.
+func asConfigError(err error) error {
+	if err == nil || errors.Is(err, errUsage) {
+		return err
+	}
+	return configError{err}
+}
+
+// exitCode is the process's exit status for err (README "Exit codes",
+// DECISIONS 35): 2 for a wrong command line or settings, 1 for anything
+// that failed after them (a server, a check, the data).
 func exitCode(err error) int {
-	if errors.Is(err, errUsage) {
+	if errors.Is(err, errUsage) || errors.Is(err, errConfig) {
 		return 2
 	}
 	return 1

@@ -71,6 +71,42 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestExitCodes: 2 for a wrong command line or settings found before
+// connecting to anything, 1 for what failed after (README "Exit codes").
+func TestExitCodes(t *testing.T) {
+	t.Setenv("WALRELAY_POSTGRES_URL", "")
+	unreachable := "postgres://walrelay@127.0.0.1:1/x?connect_timeout=2&sslmode=disable"
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"version"}, 0},
+		{[]string{"schema"}, 0},
+		{[]string{"run", "--no-such-flag"}, 2},
+		{[]string{"init"}, 2},   // --postgres-url missing
+		{[]string{"status"}, 2}, // the same
+		{[]string{"prune"}, 2},  // --retention missing
+		{[]string{"prune", "--retention", "2h"}, 2},
+		{[]string{"dlq", "list"}, 2},
+		{[]string{"init", "--postgres-url", unreachable, "--log-level", "loud"}, 2},
+		{[]string{"init", "--postgres-url", unreachable, "--slot", "Bad Slot"}, 2},
+		{[]string{"check", "--postgres-url", unreachable, "--null-payload", "drop"}, 2},
+		{[]string{"init", "--postgres-url", unreachable}, 1},
+		{[]string{"status", "--postgres-url", unreachable}, 1},
+		{[]string{"prune", "--postgres-url", unreachable, "--retention", "2h"}, 1},
+	} {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), tc.args, &out, &errOut)
+		code := 0
+		if err != nil {
+			code = exitCode(err)
+		}
+		if code != tc.code {
+			t.Errorf("walrelay %q: exit %d (%v); want %d", tc.args, code, err, tc.code)
+		}
+	}
+}
+
 func TestHostileNamesAreRefused(t *testing.T) {
 	for _, args := range [][]string{
 		{"schema", "--table", `public.x"; DROP TABLE y; --`},

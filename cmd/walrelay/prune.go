@@ -30,11 +30,11 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	c, err := o.resolve(s)
 	if err != nil {
-		return err
+		return asConfigError(err)
 	}
 	log, err := newLogger(c.LogLevel, stderr)
 	if err != nil {
-		return err
+		return asConfigError(err)
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
 	rc := c.Retention

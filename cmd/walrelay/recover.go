@@ -122,10 +122,8 @@ func (r *recovery) resolveSince(ctx context.Context) error {
 func (r *recovery) prepare(ctx context.Context) error {
 	checkCtx, cancel := context.WithTimeout(ctx, startCheckTimeout)
 	defer cancel()
-	if _, err := slot.PrepareRecovery(checkCtx, r.c.Slot, r.log); err != nil {
-		return err
-	}
-	if err := ensureTables(checkCtx, r.c); err != nil {
+	tables := func(ctx context.Context, conn *pgx.Conn) error { return ensureTables(ctx, conn, r.c) }
+	if _, err := slot.PrepareRecovery(checkCtx, r.c.Slot, r.log, tables); err != nil {
 		return err
 	}
 	if err := r.refuseHeld(checkCtx); err != nil {

@@ -569,5 +569,5 @@ func parseConfig(verb string, args []string, stdout, stderr io.Writer) (config, 
 		return config{}, false, err
 	}
 	c, err := o.resolve(s)
-	return c, err == nil, err
+	return c, err == nil, asConfigError(err)
 }

@@ -32,9 +32,35 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return oneLine(err)
 	}
 	if c.JSON {
-		return writeStatusJSON(stdout, r)
+		err = writeStatusJSON(stdout, r)
+	} else {
+		err = writeStatusTable(stdout, r)
 	}
-	return writeStatusTable(stdout, r)
+	if err != nil {
+		return err
+	}
+	return r.problem()
+}
+
+// problem is why walrelay run could not stream as status reads it (exit
+// 1, after the reading): a slot missing or invalidated, a publication
+// missing, a recovery pending. nil when it could.
+func (r reading) problem() error {
+	var p []string
+	switch state := r.slotState(); state {
+	case "missing", "invalidated":
+		p = append(p, fmt.Sprintf("slot %q is %s", r.slot, state))
+	}
+	if !r.st.Publication.Exists {
+		p = append(p, fmt.Sprintf("publication %q is missing", r.publication))
+	}
+	if r.recovered && r.recovery.Pending() {
+		p = append(p, "a recovery is pending")
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	return fmt.Errorf("status: %s: walrelay run cannot stream", strings.Join(p, ", "))
 }
 
 // reading is everything status prints, read over one connection.

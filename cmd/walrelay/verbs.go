@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/walrelay/walrelay/dlq"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
@@ -35,7 +36,7 @@ func parseWithLogger(verb string, args []string, stdout, stderr io.Writer) (conf
 	}
 	log, err := newLogger(c.LogLevel, stderr)
 	if err != nil {
-		return c, nil, false, err
+		return c, nil, false, asConfigError(err)
 	}
 	return c, log, true, nil
 }
@@ -68,11 +69,10 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
 	cfg := c.Slot
-	info, err := slot.Init(ctx, cfg, log)
+	// walrelay's tables before the slot: a role that may not create them
+	// must not leave a slot behind retaining WAL.
+	info, err := slot.Init(ctx, cfg, log, func(ctx context.Context, conn *pgx.Conn) error { return ensureTables(ctx, conn, c) })
 	if err != nil {
-		return err
-	}
-	if err := ensureTables(ctx, c); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "publication %q covers %s; slot %q is ready at %s (wal_status %s); dead-letter table %s and recoveries table %s are ready\n",
@@ -81,14 +81,8 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // ensureTables creates the dead-letter table and the recoveries table,
-// each unless it exists, on a new connection: the tables walrelay writes
-// besides the slot.
-func ensureTables(ctx context.Context, c config) error {
-	conn, err := slot.Connect(ctx, c.Slot)
-	if err != nil {
-		return oneLine(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+// each unless it exists: the tables walrelay writes besides the slot.
+func ensureTables(ctx context.Context, conn *pgx.Conn, c config) error {
 	if err := dlq.EnsureTable(ctx, conn, c.Schema); err != nil {
 		return err
 	}

@@ -25,7 +25,15 @@ func TestPruneDeletesOnlyPublishedOldRows(t *testing.T) {
 	oldIDs, _ := insertAged(t, f, "old", 30, 2*time.Hour)
 	newIDs, xid := insertAged(t, f, "new", 10, 0)
 
-	stdout, stderr, code := f.Walrelay("prune", "--postgres-url", f.PGURL, "--retention", "1h", "--prune-wait", "3s")
+	// walrelay's own role (the harness's, without DELETE) is refused at
+	// once, with no summary line, naming the role that may prune.
+	stdout, stderr, code := f.Walrelay("prune", "--retention", "1h", "--prune-wait", "3s")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "role "+harness.RelayRole+" may not prune: it lacks DELETE on public."+f.Table) ||
+		!strings.Contains(stderr, "run walrelay prune as the table's owner (") {
+		t.Errorf("prune as walrelay's role: exit %d, stdout %q; want exit 1, no summary, and the role and the owner named:\n%s", code, stdout, stderr)
+	}
+
+	stdout, stderr, code = f.Walrelay("prune", "--postgres-url", f.PGURL, "--retention", "1h", "--prune-wait", "3s")
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "not yet past") || !strings.Contains(stderr, "is walrelay running?") {
 		t.Errorf("prune with the relay stopped: exit %d, stdout %q; want exit 1, no summary, and the slot's position in the error:\n%s", code, stdout, stderr)
 	}

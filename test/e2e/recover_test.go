@@ -311,7 +311,7 @@ func TestRecoverKilledHalfWayIsSafeToRunAgain(t *testing.T) {
 	if pending := recoveryPending(t, f); !pending {
 		t.Errorf("the recoveries table: got no pending recovery of slot %s after recover was killed; want one", f.Slot)
 	}
-	if got := statusTable(t, f)["recovery"]; !strings.HasPrefix(got, "PENDING: a recovery of slot") || !strings.Contains(got, "every row") {
+	if got := statusTableExit(t, f, "a recovery is pending")["recovery"]; !strings.HasPrefix(got, "PENDING: a recovery of slot") || !strings.Contains(got, "every row") {
 		t.Errorf("walrelay status, recovery: got %q; want it PENDING, of every row", got)
 	}
 	var st struct {
@@ -321,7 +321,7 @@ func TestRecoverKilledHalfWayIsSafeToRunAgain(t *testing.T) {
 			ConsistentLSN *string `json:"consistent_lsn"`
 		} `json:"recovery"`
 	}
-	harness.Must(t, json.Unmarshal([]byte(f.WalrelayOK("status", "--json")), &st), "parse walrelay status --json")
+	harness.Must(t, json.Unmarshal([]byte(statusRun(t, f, "a recovery is pending", "--json")), &st), "parse walrelay status --json")
 	if r := st.Recovery; r == nil || !r.Pending || r.Since != nil || r.ConsistentLSN == nil {
 		t.Errorf("walrelay status --json, recovery: got %+v; want pending, since null (every row), a consistent_lsn", r)
 	}

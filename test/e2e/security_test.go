@@ -194,8 +194,15 @@ func TestLeastPrivilegeRoleSaysWhatIsMissing(t *testing.T) {
 
 	exec(wantPub)
 	_, stderr, code = f.Walrelay("init")
-	if code != 1 || !strings.Contains(stderr, "may not create it") || !strings.Contains(stderr, "walrelay schema --grant-to") {
-		t.Errorf("init without the dead-letter table: exit %d, stderr %q; want exit 1 saying who creates it and how", code, stderr)
+	if code != 1 || !strings.Contains(stderr, "may not create it") || !strings.Contains(stderr, "walrelay schema --grant-to") ||
+		!strings.Contains(stderr, "no replication slot was created") {
+		t.Errorf("init without the dead-letter table: exit %d, stderr %q; want exit 1 saying who creates it and how, and that no slot was made", code, stderr)
+	}
+	// All or nothing: the failed init left no slot retaining WAL.
+	var slots int
+	harness.Must(t, f.DB.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", f.Slot).Scan(&slots), "count slots")
+	if slots != 0 {
+		t.Errorf("slots named %s after the failed init: %d; want none", f.Slot, slots)
 	}
 
 	ddl := f.WalrelayOK("schema", "--grant-to", harness.RelayRole)

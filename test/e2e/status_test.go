@@ -180,21 +180,23 @@ func TestStatusReportsTheRunningRelay(t *testing.T) {
 	checkRows(t, statusTable(t, f), map[string]string{"slot state": "inactive", "active pid": "-", "leader": "nobody"})
 }
 
-// A slot that does not exist is a reading (exit 0, state missing); a server
+// A slot that does not exist is a reading (state missing) that exits 1
+// with a line saying so, for scripts; a server
 // that cannot be reached is one error line and exit 1, and the password of
 // the URL shows nowhere.
 func TestStatusOnAMisconfiguredCluster(t *testing.T) {
 	f := harness.New(t)
 	f.WalrelayOK("init")
 	missing := "no_such_slot_" + f.ID
-	st := statusJSON(t, f, "--slot", missing)
+	problem := fmt.Sprintf("slot %q is missing", missing)
+	st := statusJSONExit(t, f, problem, "--slot", missing)
 	if st.Slot.Name != missing || st.Slot.State != "missing" || st.Slot.ConfirmedFlushLSN != nil || st.Slot.LagBytes != nil || st.Leader != nil {
 		t.Errorf("missing slot: got %+v; want state missing, nulls, no leader", st.Slot)
 	}
 	if !st.Publication.Exists || !st.Publication.CoversTable {
 		t.Errorf("publication of the missing slot's reading: got %+v; want it present", st.Publication)
 	}
-	checkRows(t, statusTable(t, f, "--slot", missing), map[string]string{"slot": missing, "slot state": "missing", "leader": "nobody"})
+	checkRows(t, statusTableExit(t, f, problem, "--slot", missing), map[string]string{"slot": missing, "slot state": "missing", "leader": "nobody"})
 
 	password := "pw-" + f.ID
 	// No sslmode: pgconn then tries twice and reports both attempts on
@@ -214,9 +216,20 @@ func TestStatusOnAMisconfiguredCluster(t *testing.T) {
 	}
 }
 
+// statusJSON runs `walrelay status --json`, which must exit 0 (the slot
+// can be streamed).
 func statusJSON(t *testing.T, f *harness.Fixture, extra ...string) statusOut {
 	t.Helper()
-	out := f.WalrelayOK("status", append([]string{"--json"}, extra...)...)
+	return statusJSONExit(t, f, "", extra...)
+}
+
+// statusJSONExit is statusJSON of a reading that shows a problem when
+// problem is set: exit 1, the reading on stdout all the same, and on
+// stderr one line `walrelay: status: <problem>: walrelay run cannot
+// stream`.
+func statusJSONExit(t *testing.T, f *harness.Fixture, problem string, extra ...string) statusOut {
+	t.Helper()
+	out := statusRun(t, f, problem, append([]string{"--json"}, extra...)...)
 	t.Logf("status --json %v:\n%s", extra, out)
 	var st statusOut
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
@@ -228,7 +241,14 @@ func statusJSON(t *testing.T, f *harness.Fixture, extra ...string) statusOut {
 // statusTable runs `walrelay status` and splits its `key  value` lines.
 func statusTable(t *testing.T, f *harness.Fixture, extra ...string) map[string]string {
 	t.Helper()
-	out := f.WalrelayOK("status", extra...)
+	return statusTableExit(t, f, "", extra...)
+}
+
+// statusTableExit is statusTable of a reading that shows problem (as
+// statusJSONExit).
+func statusTableExit(t *testing.T, f *harness.Fixture, problem string, extra ...string) map[string]string {
+	t.Helper()
+	out := statusRun(t, f, problem, extra...)
 	t.Logf("status %v:\n%s", extra, out)
 	rows := map[string]string{}
 	sep := regexp.MustCompile(`\s{2,}`)
@@ -367,4 +387,22 @@ func waitReleased(t *testing.T, f *harness.Fixture) {
 		active, holder := readSlotRow(t, f).active, lockHolder(t, f)
 		return fmt.Sprintf("slot active %v, lock holder %d", active, holder), !active && holder == 0
 	})
+}
+
+// statusRun runs `walrelay status`: exit 0 with nothing on stderr when
+// problem is empty, else exit 1 and the one line naming it.
+func statusRun(t *testing.T, f *harness.Fixture, problem string, args ...string) string {
+	t.Helper()
+	stdout, stderr, code := f.Walrelay("status", args...)
+	if problem == "" {
+		if code != 0 {
+			t.Fatalf("walrelay status %v: exit %d; want 0\n%s%s", args, code, stdout, stderr)
+		}
+		return stdout
+	}
+	want := "walrelay: status: " + problem + ": walrelay run cannot stream\n"
+	if code != 1 || stderr != want || stdout == "" {
+		t.Fatalf("walrelay status %v: exit %d, stderr %q; want exit 1, the reading, and %q\n%s", args, code, stderr, want, stdout)
+	}
+	return stdout
 }
