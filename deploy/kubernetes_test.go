@@ -555,3 +555,19 @@ func TestKubernetesDDLIsCurrent(t *testing.T) {
 		t.Errorf("ConfigMap walrelay: postgres-url does not connect as walrelay, the role outbox.sql grants to")
 	}
 }
+
+// The Kubernetes and operator modules are the tests' alone: the walrelay
+// binary links none of them.
+func TestKubernetesTypesAreTestOnly(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "./cmd/walrelay")
+	cmd.Dir = repo(t, ".")
+	out, err := cmd.Output()
+	harness.Must(t, err, "go list -deps ./cmd/walrelay")
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, prefix := range []string{"k8s.io/", "sigs.k8s.io/", "github.com/prometheus-operator/"} {
+			if strings.HasPrefix(pkg, prefix) {
+				t.Errorf("walrelay links %s", pkg)
+			}
+		}
+	}
+}
