@@ -4,6 +4,10 @@
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
+# The version `make build` stamps (scripts/build.sh): empty takes `git
+# describe --tags --always --dirty`. BIN is where the binary goes.
+VERSION ?=
+BIN ?= bin/walrelay
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can
 # fail a clean run with "context deadline exceeded" when a worker is busy as
 # the time runs out (golang/go#75804, fixed in Go 1.27); a count has no
@@ -26,8 +30,9 @@ COMPAT_TESTS ?= ^(TestEveryCommittedRowArrivesInOrder|TestSIGTERMMidStreamThenRe
 
 all: build
 
+# The same build as the Dockerfile's: scripts/build.sh, the version stamped.
 build:
-	$(GO) build -o bin/walrelay ./cmd/walrelay
+	VERSION="$(VERSION)" GO="$(GO)" scripts/build.sh $(BIN)
 
 vet:
 	$(GO) vet ./...

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -99,42 +98,30 @@ func TestComposeMountsExist(t *testing.T) {
 	}
 }
 
-var flagVariable = regexp.MustCompile(`\((WALRELAY_[A-Z0-9_]+)\)`)
-
 // The WALRELAY_* variables of the services built from this repository are
-// real flags (as `walrelay run -h` lists them), and their commands are verbs
-// walrelay knows.
+// flags of the verb each service runs (as `walrelay VERB -h` lists them), and
+// their commands are verbs walrelay knows with flags they have.
 func TestComposeWalrelayVariablesAreFlags(t *testing.T) {
-	help := walrelayHelp(t, "run")
-	known := map[string]bool{}
-	for _, m := range flagVariable.FindAllStringSubmatch(help, -1) {
-		known[m[1]] = true
-	}
-	if !known["WALRELAY_POSTGRES_URL"] {
-		t.Fatalf("`walrelay run -h` lists no WALRELAY_POSTGRES_URL:\n%s", help)
-	}
 	checked := 0
 	for name, s := range loadCompose(t) {
 		if s.Build == nil {
 			continue
 		}
+		verb, rest := verbOf(s.Command)
+		f := flagsOf(t, verb)
 		env := s.env(t)
 		vars := make([]string, 0, len(env))
 		for k := range env {
 			vars = append(vars, k)
 		}
 		sort.Strings(vars)
-		for _, k := range vars {
-			if !strings.HasPrefix(k, "WALRELAY_") {
-				continue
-			}
-			checked++
-			if !known[k] {
-				t.Errorf("service %s: %s is not a walrelay flag variable", name, k)
-			}
+		for _, p := range append(f.checkVariables(vars), f.checkArgs(rest)...) {
+			t.Errorf("service %s: %s", name, p)
 		}
-		if len(s.Command) > 0 {
-			walrelayHelp(t, s.Command[0]) // fails on an unknown verb
+		for _, k := range vars {
+			if strings.HasPrefix(k, "WALRELAY_") {
+				checked++
+			}
 		}
 	}
 	if checked == 0 {
@@ -144,14 +131,14 @@ func TestComposeWalrelayVariablesAreFlags(t *testing.T) {
 
 // walrelayHelp runs `walrelay verb -h` in an empty environment and returns
 // what it printed; it fails the test unless walrelay exits 0.
-func walrelayHelp(t *testing.T, verb string) string {
+func walrelayHelp(t *testing.T, verb ...string) string {
 	t.Helper()
-	cmd := exec.Command(harness.Binary, verb, "-h")
+	cmd := exec.Command(harness.Binary, append(verb, "-h")...)
 	cmd.Env = []string{}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("walrelay %s -h: %v\n%s", verb, err, out.String())
+		t.Fatalf("walrelay %s -h: %v\n%s", strings.Join(verb, " "), err, out.String())
 	}
 	return out.String()
 }

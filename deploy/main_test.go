@@ -1,8 +1,10 @@
 // Package deploy_test checks what walrelay ships for operators under
 // deploy/: the Prometheus alert rules (with promtool), the Grafana
-// dashboard, the docker-compose stack, and that every walrelay metric they
-// use is exported by a running walrelay. The directory holds no Go code of
-// its own, only these tests.
+// dashboard, the docker-compose stack (with docker-compose config), the
+// image's build (the Dockerfile's own build line), the Kubernetes manifests
+// (decoded into the API types), and that every walrelay metric they use is
+// exported by a running walrelay. The directory holds no Go code of its
+// own, only these tests.
 package deploy_test
 
 import (

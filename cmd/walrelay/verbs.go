@@ -21,10 +21,8 @@ func version() string {
 	if buildVersion != "" {
 		return buildVersion
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
+	bi, _ := debug.ReadBuildInfo()
+	return versionFromBuildInfo(bi)
 }
 
 // parseWithLogger parses and resolves args and builds the logger they ask
