@@ -70,17 +70,11 @@ CHAOS_SCALE ?= 5
 chaos: rig-up
 	eval "$$(scripts/rig.sh env)"; WALRELAY_CHAOS_SCALE=$(CHAOS_SCALE) $(GO) test -tags faults -race -count=1 -p 1 -timeout 180m -v ./test/faults
 
-# The compatibility set on every other supported PostgreSQL: the rig's
-# server is replaced by each version in turn (same port, a new cluster),
-# then the default version comes back.
+# The compatibility set on every other supported PostgreSQL, each version
+# on a cluster of its own beside the rig's, COMPAT_JOBS (2) at a time,
+# against the rig's Kafka (scripts/compat.sh).
 compat: rig-up
-	for v in $(PG_OTHERS); do \
-	  echo "=== PostgreSQL $$v: compatibility set"; \
-	  PG_MAJOR=$$v scripts/pg.sh start; \
-	  eval "$$(PG_MAJOR=$$v scripts/rig.sh env)"; \
-	  $(GO) test -race -count=1 -timeout 10m -run '$(COMPAT_TESTS)' ./test/e2e ./test/pgserver || { scripts/pg.sh start; exit 1; }; \
-	done
-	scripts/pg.sh start
+	scripts/compat.sh '$(COMPAT_TESTS)' $(PG_OTHERS)
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./decoder

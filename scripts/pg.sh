@@ -16,6 +16,8 @@
 #                               Clients (psql, pg_isready, pg_recvlogical) are Debian's 15, which speak to all.
 #   PG_VERSION                  the Maven version for PG_MAJOR (default: 14.19.0, 16.10.0, 17.6.0, 18.1.0)
 #   WALRELAY_RIG_DIR            state root (default: <repo>/.rig); this cluster lives in $WALRELAY_RIG_DIR/pg
+#   WALRELAY_PG_DIR             this cluster's folder instead (its data, socket and log), for a second
+#                               cluster beside the rig's (scripts/compat.sh runs one per version)
 #   WALRELAY_PG_PORT            TCP port on 127.0.0.1 (default 55432)
 #   WALRELAY_PG_START_TIMEOUT   seconds to wait for readiness (default 60)
 #
@@ -27,7 +29,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RIG_DIR="${WALRELAY_RIG_DIR:-$REPO/.rig}"
-PG_DIR="$RIG_DIR/pg"
+PG_DIR="${WALRELAY_PG_DIR:-$RIG_DIR/pg}"
 DATA="$PG_DIR/data"
 SOCK="$PG_DIR/sock"
 LOG="$PG_DIR/postgres.log"

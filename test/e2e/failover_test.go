@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/pgserver"
+	"github.com/walrelay/walrelay/test/poll"
 )
 
 // On PostgreSQL 17 and later, with a failover slot synchronised to the
@@ -102,6 +105,14 @@ func failoverWithoutFailoverSlotsStops(t *testing.T, mode string) {
 // the slot.
 func checkReadiness(t *testing.T, p *harness.Pair, want string) {
 	t.Helper()
+	// The check's topic lines come from the outbox rows: wait until the
+	// load wrote a row of its explicit topic too, so that the two runs of
+	// runCheck (table, JSON) list the same topics.
+	poll.Eventually(t, time.Minute, "a row with its own topic in the outbox", func() (string, bool) {
+		var n int
+		err := p.F.DB.QueryRow(context.Background(), "SELECT count(*) FROM "+schema.QuoteIdentifier(p.F.Table)+" WHERE topic IS NOT NULL").Scan(&n)
+		return fmt.Sprintf("%d rows (%v)", n, err), err == nil && n > 0
+	})
 	_, report := runCheck(t, p.F)
 	standby := "standby " + p.Standby.Host()
 	lines := []string{"server role", "slot failover", standby}
