@@ -182,8 +182,8 @@ func (c Config) validate() error {
 		notNegative("MaxInFlightBytes", int64(c.MaxInFlightBytes)), notNegative("WriteTimeout", int64(c.WriteTimeout)),
 		notNegative("RetryBackoffMin", int64(c.RetryBackoffMin)), notNegative("RetryBackoffMax", int64(c.RetryBackoffMax)),
 		notNegative("MaxPayloadBytes", int64(c.MaxPayloadBytes)))
-	if err := validateMessageIDHeader(c.MessageIDHeader); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", SettingMessageIDHeader, err))
+	if err := ValidateMessageIDHeader(c.MessageIDHeader); err != nil {
+		errs = append(errs, err)
 	}
 	if c.RetryBackoffMax < c.RetryBackoffMin {
 		errs = append(errs, fmt.Errorf("RetryBackoffMax %v is below RetryBackoffMin %v", c.RetryBackoffMax, c.RetryBackoffMin))
@@ -197,10 +197,17 @@ func (c Config) validate() error {
 // maxHeaderName bounds MessageIDHeader: a header name, not a document.
 const maxHeaderName = 249
 
-// validateMessageIDHeader checks the name of the header that carries the
-// message id: empty (none), or 1 to 249 printable ASCII characters
-// without spaces that schema.CheckHeader would not drop and that is no
-// trace header.
+// ValidateMessageIDHeader checks Config.MessageIDHeader, the name of the
+// header that carries the message id: empty (none), or 1 to 249 printable
+// ASCII characters without spaces that schema.CheckHeader would not drop
+// and that is no trace header. The error names the setting.
+func ValidateMessageIDHeader(name string) error {
+	if err := validateMessageIDHeader(name); err != nil {
+		return fmt.Errorf("%s: %w", SettingMessageIDHeader, err)
+	}
+	return nil
+}
+
 func validateMessageIDHeader(name string) error {
 	if name == "" {
 		return nil
