@@ -40,7 +40,7 @@ type ColumnError struct {
 func CheckColumns(cfg Config, cols []Column) *ColumnError {
 	cfg = cfg.withDefaults()
 	names := cfg.Columns.Names()
-	rel := newOutboxRelation(&names, defaultBytes(cfg.AggregateTypeDefault), cols)
+	rel := newOutboxRelation(&names, defaultBytes(cfg.AggregateTypeDefault), cfg.SpanContextColumn, cols)
 	if rel.problem == nil {
 		return nil
 	}
@@ -55,7 +55,7 @@ func CheckColumns(cfg Config, cols []Column) *ColumnError {
 func AbsentColumns(cfg Config, cols []Column) []schema.Field {
 	cfg = cfg.withDefaults()
 	names := cfg.Columns.Names()
-	rel := newOutboxRelation(&names, nil, cols)
+	rel := newOutboxRelation(&names, nil, "", cols)
 	var out []schema.Field
 	for f, c := range rel.col {
 		if c < 0 {

@@ -45,6 +45,15 @@ type Config struct {
 	// policy says), or NullPayloadTombstone, a message with Tombstone set
 	// (a Kafka record with a null value). Defaults to NullPayloadPark.
 	NullPayload NullPayload
+	// SpanContextColumn names a column holding a span context as Debezium's
+	// Outbox Event Router stores it (its tracingspancontext: Java
+	// Properties text with a traceparent and maybe a tracestate). A valid
+	// traceparent becomes the record's traceparent header, with its
+	// tracestate; a value that is not one is counted by the sink and the
+	// message goes without (schema.Message.SpanContextDrops). Optional: a
+	// table without the column, or a NULL, gives no trace header. It is
+	// read from the text of any type. Defaults to "": none.
+	SpanContextColumn string
 }
 
 // NullPayload is what the decoder makes of a NULL payload.
@@ -61,6 +70,7 @@ const (
 const (
 	SettingContentType = "decoder.Config.ContentType"
 	SettingNullPayload = "decoder.Config.NullPayload"
+	SettingSpanContext = "decoder.Config.SpanContextColumn"
 )
 
 // Kind says what an Event carries.
@@ -121,6 +131,7 @@ type Decoder struct {
 	table     schema.Table
 	names     [schema.NumFields]string
 	aggType   []byte // Config.AggregateTypeDefault; nil when unset
+	span      string // Config.SpanContextColumn
 	opts      rowOptions
 	relations map[uint32]*relation
 	tx        txState
@@ -147,6 +158,7 @@ func New(cfg Config) (*Decoder, error) {
 		table:     cfg.Table,
 		names:     cfg.Columns.Names(),
 		aggType:   defaultBytes(cfg.AggregateTypeDefault),
+		span:      cfg.SpanContextColumn,
 		opts:      cfg.rowOptions(),
 		relations: map[uint32]*relation{},
 	}, nil
@@ -177,7 +189,27 @@ func (cfg Config) resolve() (Config, error) {
 	if err := checkContentType(cfg.ContentType); err != nil {
 		return cfg, fmt.Errorf("decoder config: %w", err)
 	}
+	if err := cfg.checkSpanContextColumn(); err != nil {
+		return cfg, fmt.Errorf("decoder config: %s: %w", SettingSpanContext, err)
+	}
 	return cfg, nil
+}
+
+// checkSpanContextColumn checks the span context column's name: a valid
+// identifier, and no column of the contract's fields.
+func (cfg Config) checkSpanContextColumn() error {
+	if cfg.SpanContextColumn == "" {
+		return nil
+	}
+	if err := schema.ValidateIdentifier("span context column", cfg.SpanContextColumn); err != nil {
+		return err
+	}
+	for f, name := range cfg.Columns.Names() {
+		if name == cfg.SpanContextColumn {
+			return fmt.Errorf("column %q is configured for both the span context and %s", name, schema.Field(f))
+		}
+	}
+	return nil
 }
 
 // withDefaults is cfg with its defaults filled, not validated.

@@ -58,6 +58,9 @@ type relation struct {
 	// aggType is Config.AggregateTypeDefault (nil when unset): the
 	// aggregate type of a row whose own is NULL or missing.
 	aggType []byte
+	// spanCol is the column index of Config.SpanContextColumn, -1 when
+	// unset or absent.
+	spanCol int
 }
 
 // relation reads a Relation message and replaces the cache entry for its
@@ -89,7 +92,7 @@ func (d *Decoder) relation(r *reader) error {
 	}
 	rel := &relation{}
 	if outbox {
-		rel = newOutboxRelation(&d.names, d.aggType, cols)
+		rel = newOutboxRelation(&d.names, d.aggType, d.span, cols)
 	}
 	d.relations[id] = rel
 	return nil
@@ -97,15 +100,19 @@ func (d *Decoder) relation(r *reader) error {
 
 // newOutboxRelation maps the outbox table's columns to the fields named by
 // names, and checks that its rows can be decoded (checkColumns). aggType is
-// Config.AggregateTypeDefault, nil when unset.
-func newOutboxRelation(names *[schema.NumFields]string, aggType []byte, cols []Column) *relation {
-	rel := &relation{outbox: true, ncols: len(cols), names: make([]string, len(cols)), aggType: aggType}
+// Config.AggregateTypeDefault, nil when unset; span is
+// Config.SpanContextColumn, "" when unset.
+func newOutboxRelation(names *[schema.NumFields]string, aggType []byte, span string, cols []Column) *relation {
+	rel := &relation{outbox: true, ncols: len(cols), names: make([]string, len(cols)), aggType: aggType, spanCol: -1}
 	for f := range rel.col {
 		rel.col[f] = -1
 	}
 	for i, c := range cols {
 		rel.mapColumn(names, i, c.Name, c.Type)
 		rel.names[i] = c.Name
+		if span != "" && c.Name == span && rel.spanCol < 0 {
+			rel.spanCol = i
+		}
 	}
 	rel.problem = rel.checkColumns(names, cols)
 	return rel

@@ -147,6 +147,9 @@ func message(rel *relation, names *[schema.NumFields]string, opts *rowOptions, v
 		return nil, fail(schema.FieldHeaders, reason)
 	}
 	fillStrings(m, &v, hst)
+	if c := rel.spanCol; c >= 0 && !vals[c].null() {
+		addSpanContext(m, vals[c].b)
+	}
 	return m, nil
 }
 

@@ -60,10 +60,16 @@ const (
 	// DropDataContentType: ce_datacontenttype, which would compete with
 	// content-type, the record's datacontenttype in the binary binding.
 	DropDataContentType HeaderDrop = "datacontenttype"
+	// DropSpanContext: the row's span context column (Debezium's
+	// tracingspancontext) holds no traceparent walrelay puts on a record
+	// (ValidTraceparent), or a tracestate that is not printable ASCII of at
+	// most 512 characters. It is not an entry of the headers column, but a
+	// trace header dropped all the same, and counted with them.
+	DropSpanContext HeaderDrop = "span_context"
 )
 
 // HeaderDrops lists every reason, for counters that start at zero.
-var HeaderDrops = []HeaderDrop{DropReserved, DropInvalidName, DropInvalidValue, DropDataContentType}
+var HeaderDrops = []HeaderDrop{DropReserved, DropInvalidName, DropInvalidValue, DropDataContentType, DropSpanContext}
 
 // reservedHeaders are the headers every record gets from walrelay itself.
 var reservedHeaders = []string{
@@ -82,9 +88,16 @@ const maxAttributeName = 20
 // CheckHeader says whether the headers-column entry key: value is
 // published (the empty HeaderDrop) or dropped, and why. It is the one rule:
 // the sink applies it to every record, and package outbox refuses what it
-// would drop.
-func CheckHeader(key, value string) HeaderDrop {
+// would drop. also are headers a configuration makes walrelay set itself
+// besides those of every record (the sink's MessageIDHeader): an entry
+// named like one of them, in any case, is reserved too.
+func CheckHeader(key, value string, also ...string) HeaderDrop {
 	for _, r := range reservedHeaders {
+		if strings.EqualFold(key, r) {
+			return DropReserved
+		}
+	}
+	for _, r := range also {
 		if strings.EqualFold(key, r) {
 			return DropReserved
 		}
@@ -118,6 +131,8 @@ func (d HeaderDrop) Explain() string {
 		return "ce_dataschema must be an absolute URI"
 	case DropDataContentType:
 		return "ce_datacontenttype would compete with content-type, the record's datacontenttype"
+	case DropSpanContext:
+		return "the span context column holds no W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>, ids not all zeros) or a tracestate that is not printable ASCII of at most 512 characters"
 	case "":
 		return "published"
 	}

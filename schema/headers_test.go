@@ -50,3 +50,21 @@ func TestHeaderDropExplain(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckHeaderAlso(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		also []string
+		want HeaderDrop
+	}{
+		{"id", nil, ""},
+		{"id", []string{"id"}, DropReserved},
+		{"ID", []string{"id"}, DropReserved},
+		{"ids", []string{"id"}, ""},
+		{"ce_id", []string{"id"}, DropReserved},
+	} {
+		if got := CheckHeader(tc.key, "x", tc.also...); got != tc.want {
+			t.Errorf("CheckHeader(%q, x, %q) = %q; want %q", tc.key, tc.also, got, tc.want)
+		}
+	}
+}

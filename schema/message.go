@@ -51,8 +51,16 @@ type Message struct {
 	// for json and jsonb), unless the decoder was given one.
 	ContentType string
 	// Headers are the string entries of the headers column, sorted by key,
-	// as the row has them: the sink drops those CheckHeader refuses.
+	// as the row has them: the sink drops those CheckHeader refuses. A
+	// trace context read from the row's span context column (Debezium's
+	// tracingspancontext) is among them, as traceparent and tracestate.
 	Headers []Header
+	// SpanContextDrops are the trace headers (traceparent, tracestate) the
+	// row's span context column held in a form walrelay does not put on a
+	// record: the message goes without them, and the sink counts and logs
+	// each (DropSpanContext). Empty for most messages, and never kept in a
+	// dead letter: the drop is counted when the message is first built.
+	SpanContextDrops []string
 	// OccurredAt is the event time; zero when the column is null or absent.
 	OccurredAt time.Time
 	// Topic is the row's explicit topic override; empty when null or absent.

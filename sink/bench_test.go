@@ -12,7 +12,7 @@ func BenchmarkBuildHeaders(b *testing.B) {
 	m := testMessage()
 	b.ReportAllocs()
 	for b.Loop() {
-		_, _ = buildHeaders(m, "walrelay")
+		_, _ = buildHeaders(m, recordHeaders{source: "walrelay"})
 	}
 }
 
@@ -21,7 +21,7 @@ func BenchmarkNewRecord(b *testing.B) {
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		_, _ = newRecord(m, 1, "walrelay", now)
+		_, _ = newRecord(m, 1, recordHeaders{source: "walrelay"}, now)
 	}
 }
 

@@ -26,6 +26,14 @@ type Config struct {
 	TopicTemplate string
 	// Source is the ce_source header. Defaults to "walrelay".
 	Source string
+	// MessageIDHeader, when set, names a header that carries the message
+	// id beside ce_id, for consumers that read it there (Debezium's Outbox
+	// Event Router puts its event id into a header named id). An entry of
+	// the headers column of that name, in any case, is then dropped as
+	// one walrelay sets itself (schema.CheckHeader). It must be a name
+	// CheckHeader lets through, and not traceparent or tracestate.
+	// Defaults to "": none.
+	MessageIDHeader string
 	// Linger is how long a partition batch waits to fill once its first
 	// message is queued. A full batch goes at once. Defaults to 5ms.
 	Linger time.Duration
@@ -174,6 +182,9 @@ func (c Config) validate() error {
 		notNegative("MaxInFlightBytes", int64(c.MaxInFlightBytes)), notNegative("WriteTimeout", int64(c.WriteTimeout)),
 		notNegative("RetryBackoffMin", int64(c.RetryBackoffMin)), notNegative("RetryBackoffMax", int64(c.RetryBackoffMax)),
 		notNegative("MaxPayloadBytes", int64(c.MaxPayloadBytes)))
+	if err := ValidateMessageIDHeader(c.MessageIDHeader); err != nil {
+		errs = append(errs, err)
+	}
 	if c.RetryBackoffMax < c.RetryBackoffMin {
 		errs = append(errs, fmt.Errorf("RetryBackoffMax %v is below RetryBackoffMin %v", c.RetryBackoffMax, c.RetryBackoffMin))
 	}
@@ -181,6 +192,41 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("MaxInFlightMessages %d is below BatchMaxMessages %d", c.MaxInFlightMessages, c.BatchMaxMessages))
 	}
 	return errors.Join(errs...)
+}
+
+// maxHeaderName bounds MessageIDHeader: a header name, not a document.
+const maxHeaderName = 249
+
+// ValidateMessageIDHeader checks Config.MessageIDHeader, the name of the
+// header that carries the message id: empty (none), or 1 to 249 printable
+// ASCII characters without spaces that schema.CheckHeader would not drop
+// and that is no trace header. The error names the setting.
+func ValidateMessageIDHeader(name string) error {
+	if err := validateMessageIDHeader(name); err != nil {
+		return fmt.Errorf("%s: %w", SettingMessageIDHeader, err)
+	}
+	return nil
+}
+
+func validateMessageIDHeader(name string) error {
+	if name == "" {
+		return nil
+	}
+	if len(name) > maxHeaderName {
+		return fmt.Errorf("header name is longer than %d characters", maxHeaderName)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("header name %q: only printable ASCII without spaces is allowed", name)
+		}
+	}
+	if d := schema.CheckHeader(name, ""); d != "" {
+		return fmt.Errorf("header name %q: %s", name, d.Explain())
+	}
+	if strings.EqualFold(name, schema.HeaderTraceparent) || strings.EqualFold(name, schema.HeaderTracestate) {
+		return fmt.Errorf("header name %q is a W3C trace header", name)
+	}
+	return nil
 }
 
 func notNegative(name string, v int64) error {

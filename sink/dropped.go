@@ -58,14 +58,18 @@ func (l *dropLog) due(key string, now time.Time) (bool, int) {
 // itself is published: a header the rule drops is the row's mistake, not
 // a reason to hold its aggregate.
 func (s *Sink) buildRecord(m *schema.Message, token uint64) *record {
-	r, dropped := newRecord(m, token, s.cfg.Source, s.now())
+	r, dropped := newRecord(m, token, recordHeaders{source: s.cfg.Source, idHeader: s.cfg.MessageIDHeader}, s.now())
 	for _, d := range dropped {
 		s.m.headersDropped.WithLabelValues(string(d.reason)).Inc()
 		log, suppressed := s.drops.due(d.key, r.time)
 		if !log {
 			continue
 		}
-		s.log.Warn("header of the headers column dropped from the record, which is published without it",
+		what := "header of the headers column dropped from the record, which is published without it"
+		if d.reason == schema.DropSpanContext {
+			what = "trace header of the span context column dropped from the record, which is published without it"
+		}
+		s.log.Warn(what,
 			zap.Stringer("message_id", m.ID), zap.String("aggregate_id", m.AggregateID), zap.String("header", d.key),
 			zap.String("reason", string(d.reason)), zap.String("why", d.reason.Explain()),
 			zap.Int("not_logged_since_last", suppressed), zap.Duration("logged_at_most_every", dropLogEvery))

@@ -168,7 +168,7 @@ func checkRecord(t *testing.T, p, j int, r kafkatest.Record, m *schema.Message, 
 		t.Errorf("partition %d record %d: timestamp %v; want the publish time", p, j, r.Time)
 	}
 	got := r.Headers
-	hs, _ := buildHeaders(m, "walrelay-test")
+	hs, _ := buildHeaders(m, recordHeaders{source: "walrelay-test"})
 	want := headerMap(t, hs)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("partition %d record %d: headers %v; want %v", p, j, got, want)

@@ -26,8 +26,9 @@ const (
 	headerAggregateVersion = schema.HeaderAggregateVersion
 )
 
-// ownHeaders is how many headers the sink sets itself, at most.
-const ownHeaders = 9
+// ownHeaders is how many headers the sink sets itself, at most (with
+// Config.MessageIDHeader).
+const ownHeaders = 10
 
 // droppedHeader is an entry of the headers column left out of a record.
 type droppedHeader struct {
@@ -60,11 +61,18 @@ type record struct {
 	bad *verdict
 }
 
+// recordHeaders are the settings of Config that shape every record's
+// headers.
+type recordHeaders struct {
+	source   string // Config.Source: ce_source
+	idHeader string // Config.MessageIDHeader: "" for none
+}
+
 // newRecord builds the Kafka record of m, and says which entries of its
 // headers column it left out (nil when none). It does not validate m. A
 // tombstone's value is null (nil), whatever its Payload.
-func newRecord(m *schema.Message, token uint64, source string, now time.Time) (*record, []droppedHeader) {
-	headers, dropped := buildHeaders(m, source)
+func newRecord(m *schema.Message, token uint64, rh recordHeaders, now time.Time) (*record, []droppedHeader) {
+	headers, dropped := buildHeaders(m, rh)
 	r := &record{
 		token:   token,
 		id:      m.ID,
@@ -95,21 +103,29 @@ const (
 )
 
 // buildHeaders returns the record headers of m: the CloudEvents attributes,
-// aggregate_type and aggregate_version, then every entry of the headers
-// column that schema.CheckHeader lets through; it says which entries it
-// dropped, and why (nil when none). Empty optional attributes (ce_time of a
-// zero OccurredAt, an empty content type or aggregate type, a missing
-// version) are left out: so a tombstone, with no content type, has no
-// content-type header. All values share one allocation.
-func buildHeaders(m *schema.Message, source string) ([]kafka.Header, []droppedHeader) {
+// the message id header when rh names one, aggregate_type and
+// aggregate_version, then every entry of the headers column that
+// schema.CheckHeader lets through; it says which entries it dropped, and
+// why (nil when none), and adds the trace headers of m's span context that
+// the decoder could not read (m.SpanContextDrops). Empty optional
+// attributes (ce_time of a zero OccurredAt, an empty content type or
+// aggregate type, a missing version) are left out: so a tombstone, with no
+// content type, has no content-type header. All values share one
+// allocation.
+func buildHeaders(m *schema.Message, rh recordHeaders) ([]kafka.Header, []droppedHeader) {
 	b := headerBuilder{
 		hs:  make([]kafka.Header, 0, ownHeaders+len(m.Headers)),
-		buf: make([]byte, 0, headerValueCap(m, source)),
+		buf: make([]byte, 0, headerValueCap(m, rh.source)),
 	}
 	b.add(headerSpecVersion, "1.0")
 	b.add(headerID, string(m.ID))
+	var also []string
+	if rh.idHeader != "" {
+		b.add(rh.idHeader, string(m.ID))
+		also = []string{rh.idHeader}
+	}
 	b.add(headerType, m.Type)
-	b.add(headerSource, source)
+	b.add(headerSource, rh.source)
 	b.add(headerSubject, m.AggregateID)
 	if !m.OccurredAt.IsZero() {
 		start := len(b.buf)
@@ -125,19 +141,23 @@ func buildHeaders(m *schema.Message, source string) ([]kafka.Header, []droppedHe
 	}
 	var dropped []droppedHeader
 	for _, h := range m.Headers {
-		if d := schema.CheckHeader(h.Key, h.Value); d != "" {
+		if d := schema.CheckHeader(h.Key, h.Value, also...); d != "" {
 			dropped = append(dropped, droppedHeader{h.Key, d})
 			continue
 		}
 		b.add(h.Key, h.Value)
 	}
+	for _, key := range m.SpanContextDrops {
+		dropped = append(dropped, droppedHeader{key, schema.DropSpanContext})
+	}
 	return b.hs, dropped
 }
 
 // headerValueCap is the byte length of every header value buildHeaders may
-// write: the strings, plus 40 for the time and 20 for the version.
+// write: the strings (the id twice: ce_id and a message id header), plus 40
+// for the time and 20 for the version.
 func headerValueCap(m *schema.Message, source string) int {
-	n := len("1.0") + len(m.ID) + len(m.Type) + len(source) + len(m.AggregateID) + 40 +
+	n := len("1.0") + 2*len(m.ID) + len(m.Type) + len(source) + len(m.AggregateID) + 40 +
 		len(m.ContentType) + len(m.AggregateType) + 20
 	for _, h := range m.Headers {
 		n += len(h.Value)

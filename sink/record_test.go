@@ -39,7 +39,7 @@ func headerMap(t *testing.T, hs []kafka.Header) map[string]string {
 }
 
 func TestBuildHeaders(t *testing.T) {
-	hs, dropped := buildHeaders(testMessage(), "walrelay-test")
+	hs, dropped := buildHeaders(testMessage(), recordHeaders{source: "walrelay-test"})
 	got := headerMap(t, hs)
 	if dropped != nil {
 		t.Errorf("dropped %v; want none", dropped)
@@ -69,7 +69,7 @@ func TestBuildHeaders(t *testing.T) {
 func TestBuildHeadersOmitsEmptyOptionals(t *testing.T) {
 	m := testMessage()
 	m.OccurredAt, m.HasVersion, m.ContentType, m.AggregateType, m.Headers = time.Time{}, false, "", "", nil
-	hs, _ := buildHeaders(m, "s")
+	hs, _ := buildHeaders(m, recordHeaders{source: "s"})
 	got := headerMap(t, hs)
 	for _, k := range []string{"ce_time", "aggregate_version", "content-type", "aggregate_type"} {
 		if v, ok := got[k]; ok {
@@ -93,7 +93,7 @@ func TestBuildHeadersColumnCannotOverride(t *testing.T) {
 		{Key: "correlation_id", Value: "c-1"},
 		{Key: "ce_traceparent", Value: "kept: not one the sink sets"},
 	}
-	hs, dropped := buildHeaders(m, "walrelay")
+	hs, dropped := buildHeaders(m, recordHeaders{source: "walrelay"})
 	got := headerMap(t, hs)
 	wantDropped := []droppedHeader{{"ce_id", schema.DropReserved}, {"CE_Source", schema.DropReserved},
 		{"content-type", schema.DropReserved}, {"aggregate_version", schema.DropReserved}}
@@ -146,7 +146,7 @@ func TestValidateTopic(t *testing.T) {
 func TestNewRecord(t *testing.T) {
 	m := testMessage()
 	now := time.Unix(1700000000, 0)
-	r, _ := newRecord(m, 99, "walrelay", now)
+	r, _ := newRecord(m, 99, recordHeaders{source: "walrelay"}, now)
 	if r.token != 99 || r.id != m.ID || string(r.key) != m.AggregateID || string(r.value) != string(m.Payload) || !r.time.Equal(now) {
 		t.Errorf("newRecord = %+v; want token 99, key %q, value %q, time %v", r, m.AggregateID, m.Payload, now)
 	}
@@ -155,5 +155,58 @@ func TestNewRecord(t *testing.T) {
 	}
 	if min := len(m.AggregateID) + len(m.Payload); r.wire <= min {
 		t.Errorf("wire = %d; want more than key+value %d", r.wire, min)
+	}
+}
+
+// With a message id header, the id goes into it beside ce_id, and an entry
+// of the headers column of that name, in any case, is dropped as reserved.
+func TestBuildHeadersMessageIDHeader(t *testing.T) {
+	m := testMessage()
+	m.Headers = []schema.Header{{Key: "ID", Value: "forged"}, {Key: "tenant", Value: "acme"}}
+	hs, dropped := buildHeaders(m, recordHeaders{source: "walrelay", idHeader: "id"})
+	got := headerMap(t, hs)
+	if got["id"] != m.ID.String() || got["ce_id"] != m.ID.String() || got["tenant"] != "acme" {
+		t.Errorf("headers %v; want id and ce_id %s, tenant kept", got, m.ID)
+	}
+	if want := []droppedHeader{{"ID", schema.DropReserved}}; fmt.Sprint(dropped) != fmt.Sprint(want) {
+		t.Errorf("dropped %v; want %v", dropped, want)
+	}
+	if _, ok := got["ID"]; ok {
+		t.Error("the headers column's ID kept; want it dropped")
+	}
+	hs, dropped = buildHeaders(m, recordHeaders{source: "walrelay"})
+	if got := headerMap(t, hs); got["ID"] != "forged" || len(dropped) != 0 {
+		t.Errorf("without a message id header: headers %v, dropped %v; want the column's ID kept", got, dropped)
+	}
+}
+
+// The trace headers the decoder could not read from the span context
+// column are reported as dropped, and the record has none of them.
+func TestBuildHeadersSpanContextDrops(t *testing.T) {
+	m := testMessage()
+	m.Headers = nil
+	m.SpanContextDrops = []string{"traceparent"}
+	hs, dropped := buildHeaders(m, recordHeaders{source: "walrelay"})
+	if _, ok := headerMap(t, hs)["traceparent"]; ok {
+		t.Error("traceparent on the record; want none")
+	}
+	if want := []droppedHeader{{"traceparent", schema.DropSpanContext}}; fmt.Sprint(dropped) != fmt.Sprint(want) {
+		t.Errorf("dropped %v; want %v", dropped, want)
+	}
+}
+
+func TestValidateMessageIDHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"", true}, {"id", true}, {"eventId", true}, {"ce_eventid", true},
+		{"ce_id", false}, {"CE_ID", false}, {"content-type", false}, {"aggregate_type", false},
+		{"ce_Event-Id", false}, {"traceparent", false}, {"TraceState", false},
+		{"has space", false}, {"tab\t", false}, {"é", false},
+	} {
+		if err := validateMessageIDHeader(tc.name); (err == nil) != tc.ok {
+			t.Errorf("validateMessageIDHeader(%q) = %v; want ok %v", tc.name, err, tc.ok)
+		}
 	}
 }

@@ -9,4 +9,6 @@ const (
 	SettingTLSTrust   = "sink.Config.TLS.RootCAs and ServerName"
 	SettingClientCert = "sink.Config.TLS.Certificates"
 	SettingSASL       = "sink.Config.SASL"
+	// SettingMessageIDHeader names Config.MessageIDHeader in errors.
+	SettingMessageIDHeader = "sink.Config.MessageIDHeader"
 )

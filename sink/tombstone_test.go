@@ -104,12 +104,12 @@ func TestTombstoneIsARecordWithANullValue(t *testing.T) {
 func TestNewRecordOfATombstone(t *testing.T) {
 	m := testMessage()
 	m.Tombstone, m.ContentType = true, ""
-	r, _ := newRecord(m, 1, "walrelay", time.Now())
+	r, _ := newRecord(m, 1, recordHeaders{source: "walrelay"}, time.Now())
 	if r.value != nil {
 		t.Errorf("value %q; want nil", r.value)
 	}
 	m.Payload = nil
-	r, _ = newRecord(m, 1, "walrelay", time.Now())
+	r, _ = newRecord(m, 1, recordHeaders{source: "walrelay"}, time.Now())
 	if r.size != m.Size() || r.size != len(m.AggregateType)+len(m.AggregateID)+len(m.Type)+len("traceparent")+len("00-abc-def-01") {
 		t.Errorf("size %d; want Message.Size() %d, without a payload", r.size, m.Size())
 	}
@@ -179,6 +179,7 @@ func TestDroppedHeadersAreCountedAndLoggedWithinALimit(t *testing.T) {
 	for i := range 5 {
 		m := pmsg(i, "a")
 		m.Headers = bad
+		m.SpanContextDrops = []string{"traceparent"}
 		publishAll(t, h.s, m)
 	}
 	closeAndWait(t, h)
@@ -198,6 +199,7 @@ func TestDroppedHeadersAreCountedAndLoggedWithinALimit(t *testing.T) {
 	}
 	for reason, want := range map[schema.HeaderDrop]float64{
 		schema.DropReserved: 5, schema.DropInvalidName: 5, schema.DropDataContentType: 5, schema.DropInvalidValue: 5,
+		schema.DropSpanContext: 5,
 	} {
 		if got := metricValue(t, h.s.m.headersDropped.WithLabelValues(string(reason))); got != want {
 			t.Errorf("walrelay_headers_dropped_total{reason=%q} = %v; want %v", reason, got, want)
@@ -210,6 +212,10 @@ func TestDroppedHeadersAreCountedAndLoggedWithinALimit(t *testing.T) {
 	first := entries[0].ContextMap()
 	if first["message_id"] != pmsg(0, "a").ID.String() || first["aggregate_id"] != "a" || first["header"] != "CE_ID" || first["reason"] != "reserved" {
 		t.Errorf("first line %v; want message %s, aggregate_id a, header CE_ID, reason reserved", first, pmsg(0, "a").ID)
+	}
+	trace := logs.FilterMessageSnippet("trace header of the span context column dropped").All()
+	if len(trace) != 1 || trace[0].ContextMap()["header"] != "traceparent" || trace[0].ContextMap()["reason"] != "span_context" {
+		t.Errorf("span context lines %v; want one, header traceparent, reason span_context", trace)
 	}
 }
 

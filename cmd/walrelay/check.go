@@ -27,6 +27,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	report := reportWithFlags(checkAll(ctx, c))
+	if c.Preset != "" {
+		report = append(check.Report{check.Pass("preset", c.Preset)}, report...)
+	}
 	if c.JSON {
 		err = report.WriteJSON(stdout)
 	} else {

@@ -40,6 +40,8 @@ var settingFlags = [][2]string{
 	{decoder.SettingAggregateTypeDefault, "--aggregate-type-default"},
 	{decoder.SettingContentType, "--content-type"},
 	{decoder.SettingNullPayload, "--null-payload"},
+	{decoder.SettingSpanContext, "--column-tracing-span-context"},
+	{sink.SettingMessageIDHeader, "--message-id-header"},
 	// Longer names first: a replacer tries its pairs in order.
 	{sink.SettingTLSTrust, "--kafka-tls-ca-file, --kafka-tls-server-name"},
 	{sink.SettingClientCert, "--kafka-tls-cert-file, --kafka-tls-key-file"},

@@ -24,6 +24,9 @@ type flagSet struct {
 	fs     *flag.FlagSet
 	groups []flagGroup
 	specs  map[string]flagSpec
+	// explicit are the flags the command line or a variable set, once a
+	// preset was applied (applyPreset); nil before.
+	explicit map[string]bool
 }
 
 type flagGroup struct {
@@ -116,6 +119,8 @@ func (s *flagSet) parse(args []string, lookupEnv func(string) (string, bool), st
 	envErrs := s.applyEnv(lookupEnv)
 	if err := s.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			// -h shows what a preset given before it sets, as "set to".
+			s.applyPreset() //nolint:errcheck // an unknown preset shows nothing more
 			s.usage(stdout)
 			return errHelp
 		}
@@ -129,7 +134,7 @@ func (s *flagSet) parse(args []string, lookupEnv func(string) (string, bool), st
 	if len(envErrs) > 0 {
 		return errors.New(strings.Join(envErrs, "; "))
 	}
-	return nil
+	return s.applyPreset()
 }
 
 // applyEnv sets each flag from its variable, where it has one and it is

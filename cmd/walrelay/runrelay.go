@@ -59,7 +59,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		zap.String("publication", c.Slot.Publication), zap.Stringer("table", c.Slot.Table), zap.Strings("kafka_brokers", p.sinkCfg.Brokers),
 		zap.Bool("kafka_tls", p.sinkCfg.TLS != nil), zap.String("kafka_sasl", saslName(p.sinkCfg.SASL)),
 		zap.String("metrics_addr", c.Metrics), zap.String("memory_limit", memoryLimitField(memLimit)),
-		zap.Bool("memory_limit_default", memLimitSet))
+		zap.Bool("memory_limit_default", memLimitSet), zap.String("preset", c.Preset))
 	return p.run(ctx, ln)
 }
 

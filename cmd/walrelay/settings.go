@@ -35,12 +35,18 @@ type options struct {
 	AggregateTypeDefault string
 	ContentType          string // --content-type
 	NullPayload          string // --null-payload
-	GrantTo              string
-	OnBadMessage         string
-	CreateTopics         bool // --kafka-create-topics: sink.Config says it the other way round
-	MetricsAddr          string
-	LogLevel             string
-	JSON                 bool
+	// SpanContextColumn is --column-tracing-span-context
+	// (decoder.Config.SpanContextColumn).
+	SpanContextColumn string
+	// Preset is --preset: its flag values are applied when the flags are
+	// parsed (preset.go); resolve keeps its name for check.
+	Preset       string
+	GrantTo      string
+	OnBadMessage string
+	CreateTopics bool // --kafka-create-topics: sink.Config says it the other way round
+	MetricsAddr  string
+	LogLevel     string
+	JSON         bool
 
 	Slot      slot.Config        // Slot, StatusInterval, ConfirmInterval, MaxMessageBytes
 	Monitor   slot.MonitorConfig // PollInterval, HeartbeatInterval, StallThreshold
@@ -126,12 +132,14 @@ func defaultOptions() options {
 // uses it.
 var verbFlags = map[string]func(s *flagSet, o *options){
 	"schema": func(s *flagSet, o *options) {
+		presetFlag(s, o)
 		outboxFlags(s, o, true)
 		columnFlags(s, o, false)
 		s.group("Privileges")
 		s.str(&o.GrantTo, "grant-to", "also print the GRANTs the role walrelay runs as needs on these tables (see docs/SECURITY.md)")
 	},
 	"init": func(s *flagSet, o *options) {
+		presetFlag(s, o)
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
 		columnFlags(s, o, true)
@@ -139,6 +147,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		logFlag(s, o)
 	},
 	"check": func(s *flagSet, o *options) {
+		presetFlag(s, o)
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
 		columnFlags(s, o, true)
@@ -155,6 +164,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		jsonFlag(s, o, "print JSON instead of a table")
 	},
 	"run": func(s *flagSet, o *options) {
+		presetFlag(s, o)
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
 		columnFlags(s, o, true)
@@ -185,6 +195,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		jsonFlag(s, o, "print JSON instead of a table")
 	},
 	"dlq retry": func(s *flagSet, o *options) {
+		presetFlag(s, o)
 		postgresFlags(s, o)
 		deadLetterFlags(s, o)
 		kafkaFlags(s, o)
@@ -202,6 +213,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		s.flagOnly("reason")
 	},
 	"recover": func(s *flagSet, o *options) {
+		presetFlag(s, o)
 		postgresFlags(s, o)
 		outboxFlags(s, o, true)
 		columnFlags(s, o, true)
@@ -223,6 +235,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		logFlag(s, o)
 	},
 	"replay": func(s *flagSet, o *options) {
+		presetFlag(s, o)
 		postgresFlags(s, o)
 		s.group("Outbox")
 		s.str(&o.Table, "table", tableHelp)
@@ -336,6 +349,7 @@ func columnFlags(s *flagSet, o *options, decoding bool) {
 		return
 	}
 	s.str(&o.AggregateTypeDefault, "aggregate-type-default", "aggregate type of every row when the table has no aggregate type column, and of a row whose aggregate type is NULL (topic template, aggregate_type header, ordering); empty: the column is required")
+	s.str(&o.SpanContextColumn, "column-tracing-span-context", "column holding a span context as Debezium stores it (Java Properties text): a valid W3C traceparent in it becomes the traceparent header, with tracestate; optional, empty for none")
 }
 
 // payloadFlags say how a row's payload becomes the record's value, in the
@@ -367,6 +381,7 @@ func producerFlags(s *flagSet, o *options) {
 	s.group("Kafka producer")
 	k := &o.Sink
 	s.str(&k.Source, "ce-source", "CloudEvents source (ce_source header)")
+	s.str(&k.MessageIDHeader, "message-id-header", "also put the message id into a header of this name, beside ce_id (Debezium's consumers read it from id); empty for none")
 	s.dur(&k.Linger, "kafka-linger", "how long a partition batch waits to fill")
 	s.int(&k.MaxInFlightMessages, "max-in-flight-messages", "messages handed to Kafka but not yet acknowledged, at most")
 	s.int(&k.MaxInFlightBytes, "max-in-flight-bytes", "bytes handed to Kafka but not yet acknowledged, at most")
@@ -420,6 +435,9 @@ func jsonFlag(s *flagSet, o *options, help string) {
 // packages take, checked, with the connection string built (and its
 // password file read) one time.
 type config struct {
+	// Preset says which --preset is in effect and what it set, for check;
+	// "" for none.
+	Preset string
 	Schema schema.Config
 	// Decoder is how rows are read: the table, its columns, the aggregate
 	// type default, --content-type and --null-payload (the verbs with the
@@ -444,13 +462,14 @@ type config struct {
 // parts the verb has flags for are resolved: `walrelay schema` needs no
 // PostgreSQL URL, and no Kafka flag of another verb is read.
 func (o options) resolve(s *flagSet) (config, error) {
-	c := config{DLQ: o.DLQ, Backfill: o.Backfill, GrantTo: o.GrantTo, LogLevel: o.LogLevel, Metrics: o.MetricsAddr, JSON: o.JSON}
+	c := config{DLQ: o.DLQ, Backfill: o.Backfill, GrantTo: o.GrantTo, LogLevel: o.LogLevel, Metrics: o.MetricsAddr, JSON: o.JSON,
+		Preset: s.presetSummary(o.Preset)}
 	var err error
 	if c.Schema, err = o.schemaConfig(); err != nil {
 		return config{}, err
 	}
 	c.Decoder = decoder.Config{Table: c.Schema.Table, Columns: c.Schema.Columns, AggregateTypeDefault: o.AggregateTypeDefault,
-		ContentType: o.ContentType, NullPayload: decoder.NullPayload(o.NullPayload)}
+		ContentType: o.ContentType, NullPayload: decoder.NullPayload(o.NullPayload), SpanContextColumn: o.SpanContextColumn}
 	if s.has("aggregate-type-default") || s.has("null-payload") {
 		if err := c.Decoder.Validate(); err != nil {
 			return config{}, flagged(err)
@@ -528,6 +547,9 @@ func (o options) sinkConfig() (sink.Config, error) {
 		return sink.Config{}, err
 	}
 	c := o.Sink
+	if err := sink.ValidateMessageIDHeader(c.MessageIDHeader); err != nil {
+		return sink.Config{}, flagged(err)
+	}
 	c.Brokers = splitList(o.KafkaBrokers)
 	c.NoCreateTopics = !o.CreateTopics
 	c.TLS, c.SASL = tc, mech

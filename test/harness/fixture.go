@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +38,7 @@ type Fixture struct {
 	TopicPrefix string
 	PG          *pgtest.DB // the fixture's objects on the server, DB's pool
 	rounds      int        // write calls so far
+	unset       []string   // variables of Env that commands do not get (Unsetenv)
 }
 
 // partitions is the partition count of every test topic: more than one, so
@@ -112,12 +115,21 @@ func (f *Fixture) Env() []string {
 }
 
 // Command is walrelay with args, in the test's environment with the
-// fixture's settings (Env) and then env on top.
+// fixture's settings (Env) and then env on top, less the variables
+// Unsetenv named.
 func (f *Fixture) Command(ctx context.Context, env []string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, Binary, args...)
-	cmd.Env = append(append(os.Environ(), f.Env()...), env...)
+	cmd.Env = slices.DeleteFunc(append(append(os.Environ(), f.Env()...), env...), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(f.unset, name)
+	})
 	return cmd
 }
+
+// Unsetenv keeps the variables named (WALRELAY_TOPIC_TEMPLATE, say) from
+// every later command of the fixture: a flag a variable sets counts as
+// given, and a test of the defaults (a --preset's) needs it not given.
+func (f *Fixture) Unsetenv(names ...string) { f.unset = append(f.unset, names...) }
 
 // walrelay runs a command to completion and returns stdout, stderr and its
 // exit code.
