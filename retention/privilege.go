@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/walrelay/walrelay/check"
 	"github.com/walrelay/walrelay/schema"
@@ -40,15 +41,25 @@ var ErrNoPrivilege = errors.New("may not prune")
 // refusal is why the role may not prune (or, dryRun, count) the table's
 // rows, naming the role that may; nil when it may.
 func (p Privileges) refusal(table schema.Table, dryRun bool) error {
-	need, ok := "DELETE", p.Select && p.Delete
-	if dryRun {
-		need, ok = "SELECT", p.Select
-	}
-	if ok || p.Owner == "" { // a missing table is Mark's to say
+	lacks := p.lacks(dryRun)
+	if lacks == "" || p.Owner == "" { // a missing table is Mark's to say
 		return nil
 	}
 	return fmt.Errorf("role %s %w: it lacks %s on %s; run walrelay prune as the table's owner (%s) or a role granted SELECT, DELETE on it, not as walrelay's replication role",
-		p.Role, ErrNoPrivilege, need, table, p.ownerName())
+		p.Role, ErrNoPrivilege, lacks, table, p.ownerName())
+}
+
+// lacks says which of the privileges a prune (or, dryRun, a count) needs
+// the role lacks, as "SELECT, DELETE"; "" when none.
+func (p Privileges) lacks(dryRun bool) string {
+	var out []string
+	if !p.Select {
+		out = append(out, "SELECT")
+	}
+	if !p.Delete && !dryRun {
+		out = append(out, "DELETE")
+	}
+	return strings.Join(out, ", ")
 }
 
 func (p Privileges) ownerName() string {
@@ -67,9 +78,9 @@ func Check(ctx context.Context, db DB, table schema.Table) check.Result {
 	switch {
 	case err != nil:
 		return check.Warning(name, err.Error(), "Check that the role may read the catalog.")
-	case p.Select && p.Delete:
+	case p.lacks(false) == "":
 		return check.Pass(name, fmt.Sprintf("role %s may run walrelay prune on %s (SELECT, DELETE)", p.Role, table))
 	}
-	return check.Pass(name, fmt.Sprintf("role %s may not run walrelay prune on %s (no DELETE), as a replication role should not: the table's owner %s runs it",
-		p.Role, table, p.ownerName()))
+	return check.Pass(name, fmt.Sprintf("role %s may not run walrelay prune on %s (it lacks %s), as a replication role should not: the table's owner %s runs it",
+		p.Role, table, p.lacks(false), p.ownerName()))
 }
