@@ -137,7 +137,7 @@ func (f *Fixture) VerifyAs(rows []Row, e Expect) Report {
 	sort.Strings(names)
 	for _, topic := range names {
 		recs := f.ReadTopic(topic)
-		partitionFor := f.javaPartitioner(topic)
+		partitionFor := f.JavaPartitioner(topic)
 		sort.Slice(recs, func(i, j int) bool {
 			if recs[i].Partition != recs[j].Partition {
 				return recs[i].Partition < recs[j].Partition
@@ -259,11 +259,11 @@ func deref(s *string) string {
 	return strconv.Quote(*s)
 }
 
-// javaPartitioner is the partition the Java client's default partitioner
+// JavaPartitioner is the partition the Java client's default partitioner
 // picks for a key on topic (murmur2 of the key, positive, modulo the
-// partition count), computed by kafka-go's Murmur2Balancer: an
+// topic's partition count), computed by kafka-go's Murmur2Balancer: an
 // implementation of its own, not walrelay's.
-func (f *Fixture) javaPartitioner(topic string) func(key string) int32 {
+func (f *Fixture) JavaPartitioner(topic string) func(key string) int32 {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
