@@ -351,7 +351,11 @@ func (s *Stream) finish(pos Position, drained <-chan struct{}) error {
 			timer.Stop()
 			ctx, cancel := context.WithTimeout(context.Background(), finalStatusTimeout)
 			defer cancel()
-			return s.sendStatus(ctx, pos, true)
+			if err := s.sendStatus(ctx, pos, true); err != nil {
+				return err
+			}
+			s.endCopy(ctx)
+			return nil
 		case <-timer.C:
 			ctx, cancel := context.WithTimeout(context.Background(), finalStatusTimeout)
 			err := s.statusIfDue(ctx, pos)
@@ -361,4 +365,30 @@ func (s *Stream) finish(pos Position, drained <-chan struct{}) error {
 			}
 		}
 	}
+}
+
+// endCopy ends the replication stream the way the protocol asks: CopyDone,
+// then reading (and discarding) until the server answers ReadyForQuery. The
+// final status update was sent before the CopyDone, so once the server
+// answers it has applied that update. Closing instead with the server's
+// data still unread makes the kernel reset the connection, and the server
+// can then drop the update it had not read yet: the next start repeats what
+// was already confirmed. Failing here costs duplicates only, so endCopy logs
+// and returns; the caller closes the connection either way.
+func (s *Stream) endCopy(ctx context.Context) {
+	s.conn.Frontend().Send(&pgproto3.CopyDone{})
+	err := s.conn.Frontend().Flush()
+	for err == nil {
+		var msg pgproto3.BackendMessage
+		msg, err = s.conn.ReceiveMessage(ctx)
+		switch m := msg.(type) {
+		case *pgproto3.ReadyForQuery:
+			s.log.Debug("replication stream ended", zap.String("slot", s.cfg.Slot))
+			return
+		case *pgproto3.ErrorResponse:
+			err = pgconn.ErrorResponseToPgError(m)
+		}
+	}
+	s.log.Warn("the replication stream did not end cleanly; the next start may repeat messages confirmed just now",
+		zap.String("slot", s.cfg.Slot), zap.Error(err))
 }

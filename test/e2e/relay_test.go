@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -143,6 +144,15 @@ func TestSIGTERMMidStreamThenRestartLosesNothing(t *testing.T) {
 		t.Fatalf("exit code after SIGTERM = %d; want 0\n%s", code, r.Stderr.String())
 	}
 	stoppedAt := f.ConfirmedLSN()
+	// The server holds the position of the relay's last status update: a
+	// stop that resets the connection can lose it (seen on 16, 53 repeats).
+	var final struct {
+		LSN string `json:"confirmed_lsn"`
+	}
+	harness.Must(t, json.Unmarshal([]byte(r.WaitLine(`"final status update sent"`, time.Second)), &final), "parse the final status line")
+	if final.LSN != stoppedAt.String() {
+		t.Errorf("the relay's final status update confirmed %s; the slot holds %s", final.LSN, stoppedAt)
+	}
 
 	r = f.Run()
 	harness.Must(t, <-wrote, "write outbox rows")
