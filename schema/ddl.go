@@ -14,12 +14,15 @@ var (
 	deadLettersText string
 	//go:embed recoveries.sql.tmpl
 	recoveriesText string
+	//go:embed topics.sql.tmpl
+	topicsText string
 )
 
 var (
 	outboxTemplate      = template.Must(template.New("outbox.sql").Parse(outboxText))
 	deadLettersTemplate = template.Must(template.New("deadletters.sql").Parse(deadLettersText))
 	recoveriesTemplate  = template.Must(template.New("recoveries.sql").Parse(recoveriesText))
+	topicsTemplate      = template.Must(template.New("topics.sql").Parse(topicsText))
 )
 
 // Config names the objects of the outbox contract in one database.
@@ -59,6 +62,13 @@ func (c Config) DeadLetterTable() Table {
 // own: --dead-letter-table moves it too.
 func (c Config) RecoveryTable() Table {
 	return Table{Schema: c.DeadLetterTable().Schema, Name: c.Table.Name + "_recoveries"}
+}
+
+// TopicsTable is the table of topic layouts (the partition count each
+// topic's keys are routed by), beside the dead-letter table like the
+// recoveries table, named after the outbox table with the suffix _topics.
+func (c Config) TopicsTable() Table {
+	return Table{Schema: c.DeadLetterTable().Schema, Name: c.Table.Name + "_topics"}
 }
 
 // occurredAtIndex names the outbox table's index on its occurred_at column,
@@ -102,26 +112,31 @@ func (c Config) Validate() error {
 	return c.Columns.Validate()
 }
 
-// validateRecoveries checks the derived name of the recoveries table (a
-// long outbox table name can make it too long) and that it is no other
-// table of the contract.
+// validateRecoveries checks the derived names of the recoveries and topics
+// tables (a long outbox table name can make them too long) and that they
+// are no other table of the contract.
 func (c Config) validateRecoveries() error {
-	rt := c.RecoveryTable()
-	if err := ValidateIdentifier("recoveries table", rt.Name); err != nil {
-		return fmt.Errorf("%w (the outbox table's name with _recoveries)", err)
-	}
-	if rt == c.DeadLetterTable() {
-		return fmt.Errorf("the dead-letter table must not be the recoveries table %s", rt)
+	for _, d := range []struct {
+		what, suffix string
+		t            Table
+	}{{"recoveries table", "_recoveries", c.RecoveryTable()}, {"topics table", "_topics", c.TopicsTable()}} {
+		if err := ValidateIdentifier(d.what, d.t.Name); err != nil {
+			return fmt.Errorf("%w (the outbox table's name with %s)", err, d.suffix)
+		}
+		if d.t == c.DeadLetterTable() {
+			return fmt.Errorf("the dead-letter table must not be the %s %s", d.what, d.t)
+		}
 	}
 	return nil
 }
 
 // DDL is the SQL that creates the outbox table, its index on occurred_at,
-// its publication, the dead-letter table and the recoveries table, for
+// its publication, the dead-letter table, the recoveries table and the
+// topics table, for
 // `walrelay schema` and for applications' migrations. Running it twice is safe for the tables (IF NOT EXISTS);
 // CREATE PUBLICATION has no such clause, so it is wrapped in a check.
 func DDL(c Config) (string, error) {
-	return render(c, outboxTemplate, deadLettersTemplate, recoveriesTemplate)
+	return render(c, outboxTemplate, deadLettersTemplate, recoveriesTemplate, topicsTemplate)
 }
 
 // DeadLetterDDL is the part of DDL that creates the dead-letter table and
@@ -134,6 +149,12 @@ func DeadLetterDDL(c Config) (string, error) {
 // `walrelay init` and `walrelay recover` run it. Safe to run twice.
 func RecoveryDDL(c Config) (string, error) {
 	return render(c, recoveriesTemplate)
+}
+
+// TopicsDDL is the part of DDL that creates the topics table, alone:
+// `walrelay init` runs it. Safe to run twice.
+func TopicsDDL(c Config) (string, error) {
+	return render(c, topicsTemplate)
 }
 
 // render validates c and renders the templates one after the other,
@@ -178,6 +199,7 @@ func templateData(c Config) map[string]string {
 		"DeadLetters":      c.DeadLetterTable().Quoted(),
 		"DeadLettersIndex": q(c.DeadLetterTable().Name + "_parked"),
 		"Recoveries":       c.RecoveryTable().Quoted(),
+		"Topics":           c.TopicsTable().Quoted(),
 	}
 }
 

@@ -14,7 +14,9 @@ const GrantsForRole = "the DDL with schema.GrantsSQL(<role>)"
 // outbox table (`walrelay check` reads the latest rows' topics; the role
 // reads every row from the WAL anyway), and the reads and writes of the
 // dead-letter table (parking, `walrelay dlq`) and of the recoveries table
-// beside it (`walrelay recover` writes it; the preflight reads it). The
+// beside it (`walrelay recover` writes it; the preflight reads it), and
+// of the topics table (run records a topic's partition count; `walrelay
+// topics accept` changes it). The
 // role itself needs LOGIN and REPLICATION, which only a role with
 // CREATEROLE can give; see docs/SECURITY.md. Deleting outbox rows (`walrelay prune`) is not granted.
 func GrantsSQL(c Config, role string) (string, error) {
@@ -34,5 +36,6 @@ func GrantsSQL(c Config, role string) (string, error) {
 	fmt.Fprintf(&b, "GRANT SELECT ON %s TO %s;\n", c.Table.Quoted(), r)
 	fmt.Fprintf(&b, "GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %s;\n", dl.Quoted(), r)
 	fmt.Fprintf(&b, "GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %s;\n", c.RecoveryTable().Quoted(), r)
+	fmt.Fprintf(&b, "GRANT SELECT, INSERT, UPDATE ON %s TO %s;\n", c.TopicsTable().Quoted(), r)
 	return b.String(), nil
 }

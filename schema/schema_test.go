@@ -211,8 +211,24 @@ func TestRecoveryDDLIsTheRecoveryPartOfDDL(t *testing.T) {
 			t.Errorf("RecoveryDDL contains %q; want the recoveries table alone:\n%s", unwanted, rec)
 		}
 	}
-	if !strings.HasSuffix(all, "\n\n"+rec) {
-		t.Errorf("DDL does not end with a blank line and RecoveryDDL:\n%s", all)
+	top, err := TopicsDDL(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`CREATE TABLE IF NOT EXISTS "app"."events_topics" (`,
+		`topic       text        PRIMARY KEY,`,
+		`partitions  integer     NOT NULL CHECK (partitions > 0),`,
+	} {
+		if !strings.Contains(top, want) {
+			t.Errorf("TopicsDDL lacks %q:\n%s", want, top)
+		}
+	}
+	if strings.Contains(top, "recoveries") || strings.Contains(top, "dead_letters") {
+		t.Errorf("TopicsDDL holds another table:\n%s", top)
+	}
+	if !strings.HasSuffix(all, "\n\n"+rec+"\n"+top) {
+		t.Errorf("DDL does not end with a blank line, RecoveryDDL, a blank line and TopicsDDL:\n%s", all)
 	}
 }
 
@@ -248,6 +264,11 @@ func TestValidateRecoveryTable(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "recoveries table") {
 		t.Errorf("dead letters in the recoveries table: got %v; want it refused", err)
 	}
+	c.DeadLetters = Table{Name: "outbox_messages_topics"}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "topics table") {
+		t.Errorf("dead letters in the topics table: got %v; want it refused", err)
+	}
+
 }
 
 func TestGrantsSQL(t *testing.T) {

@@ -111,6 +111,15 @@ type Config struct {
 	// its blocker is parked behind it. Blockers without an aggregate id are
 	// ignored: they block nothing. Defaults to none.
 	Blocked []schema.Blocker
+	// Layouts records, across restarts, the partition count each topic's
+	// keys are routed by; a topic whose count in Kafka differs from the
+	// recorded one gets nothing more published until they agree again.
+	// Defaults to nil: recorded in memory, for the sink's life.
+	Layouts Layouts
+	// PartitionRecheck is how often the partition counts of the topics in
+	// use are read again from Kafka (and at once after a produce error
+	// that says the cluster's layout moved). Defaults to 15s.
+	PartitionRecheck time.Duration
 }
 
 const (
@@ -125,6 +134,7 @@ const (
 	defaultRetryBackoffMin     = 100 * time.Millisecond
 	defaultRetryBackoffMax     = 10 * time.Second
 	defaultMaxPayloadBytes     = 900 << 10
+	defaultPartitionRecheck    = 15 * time.Second
 )
 
 // withDefaults returns c with every unset optional field set to its default.
@@ -140,6 +150,7 @@ func (c Config) withDefaults() Config {
 	setDuration(&c.RetryBackoffMin, defaultRetryBackoffMin)
 	setDuration(&c.RetryBackoffMax, defaultRetryBackoffMax)
 	setInt(&c.MaxPayloadBytes, defaultMaxPayloadBytes)
+	setDuration(&c.PartitionRecheck, defaultPartitionRecheck)
 	return c
 }
 
@@ -181,7 +192,7 @@ func (c Config) validate() error {
 		notNegative("BatchMaxBytes", int64(c.BatchMaxBytes)), notNegative("MaxInFlightMessages", int64(c.MaxInFlightMessages)),
 		notNegative("MaxInFlightBytes", int64(c.MaxInFlightBytes)), notNegative("WriteTimeout", int64(c.WriteTimeout)),
 		notNegative("RetryBackoffMin", int64(c.RetryBackoffMin)), notNegative("RetryBackoffMax", int64(c.RetryBackoffMax)),
-		notNegative("MaxPayloadBytes", int64(c.MaxPayloadBytes)))
+		notNegative("MaxPayloadBytes", int64(c.MaxPayloadBytes)), notNegative("PartitionRecheck", int64(c.PartitionRecheck)))
 	if err := ValidateMessageIDHeader(c.MessageIDHeader); err != nil {
 		errs = append(errs, err)
 	}

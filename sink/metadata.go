@@ -43,51 +43,66 @@ func newTopicError(err error) *topicError {
 	return &topicError{class: parkedTopicRefused, err: err}
 }
 
-// partitionCount returns the partition count of topic, looked up once and
-// then fixed for the life of the sink: a count that changed under a running
-// sink would move keys between partitions while their earlier messages are
-// still in flight. A topic that cannot take messages is a *topicError; that
-// verdict is kept, and later messages only ask the transport's cached
-// metadata whether the topic appeared meanwhile, so that each of them does
-// not wait for the verdict again.
+// partitionCount returns the partition count topic's keys are routed by:
+// Kafka's when the sink first meets the topic, recorded in Config.Layouts
+// (claim), then fixed. A count that changes under a running sink would move
+// keys between partitions while their earlier messages may be unread, so
+// a topic whose count in Kafka no longer agrees with the recorded one is
+// held (layout.go): partitionCount waits until it agrees again, ctx is
+// done or the sink halts. A topic that cannot take messages is a
+// *topicError; that verdict is kept, and later messages only ask the
+// transport's cached metadata whether the topic appeared meanwhile, so
+// that each of them does not wait for the verdict again.
 func (s *Sink) partitionCount(ctx context.Context, topic string) (int, error) {
-	s.mu.Lock()
-	n, ok := s.topics[topic]
-	verdict := s.unusable[topic]
-	s.mu.Unlock()
-	switch {
-	case ok:
-		return n, nil
-	case verdict != nil:
-		return s.recheck(ctx, topic, verdict)
-	}
-	n, err := s.lookupPartitions(ctx, topic)
-	if err != nil {
-		if ctx.Err() != nil || s.stopped() != nil {
+	for {
+		s.mu.Lock()
+		n, ok := s.topics[topic]
+		h := s.held[topic]
+		verdict := s.unusable[topic]
+		s.mu.Unlock()
+		switch {
+		case ok:
+			return n, nil
+		case h != nil:
+			if err := s.waitHeld(ctx, h); err != nil {
+				return 0, err
+			}
+			continue
+		case verdict != nil:
+			if n, ok = s.recheck(ctx, topic); !ok {
+				return 0, verdict
+			}
+		default:
+			var err error
+			if n, err = s.lookupPartitions(ctx, topic); err != nil {
+				if ctx.Err() != nil || s.stopped() != nil {
+					return 0, err
+				}
+				terr := newTopicError(err)
+				s.mu.Lock()
+				s.unusable[topic] = terr
+				s.mu.Unlock()
+				return 0, terr
+			}
+		}
+		if err := s.claim(ctx, topic, n); err != nil {
 			return 0, err
 		}
-		terr := newTopicError(err)
-		s.mu.Lock()
-		s.unusable[topic] = terr
-		s.mu.Unlock()
-		return 0, terr
 	}
-	s.routed(topic, n)
-	return n, nil
 }
 
 // recheck asks once, without waiting and without creating it, whether a
-// topic judged unusable has appeared; otherwise the verdict stands.
-func (s *Sink) recheck(ctx context.Context, topic string, verdict *topicError) (int, error) {
+// topic judged unusable has appeared, and returns its partition count if
+// it has.
+func (s *Sink) recheck(ctx context.Context, topic string) (int, bool) {
 	if validateTopic(topic) != nil {
-		return 0, verdict
+		return 0, false
 	}
 	n, err := s.meta.TopicPartitions(ctx, topic, false)
 	if err != nil || n <= 0 {
-		return 0, verdict
+		return 0, false
 	}
-	s.routed(topic, n)
-	return n, nil
+	return n, true
 }
 
 // routed fixes the partition count of topic.
@@ -96,6 +111,7 @@ func (s *Sink) routed(topic string, n int) {
 	s.topics[topic] = n
 	delete(s.unusable, topic)
 	s.mu.Unlock()
+	s.m.partitions.WithLabelValues(topic).Set(float64(n))
 	s.log.Info("topic routed", zap.String("topic", topic), zap.Int("partitions", n))
 }
 

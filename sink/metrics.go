@@ -19,6 +19,8 @@ type Metrics struct {
 	parkFailures     prometheus.Counter
 	blocked          prometheus.Gauge
 	headersDropped   *prometheus.CounterVec // by schema.HeaderDrop
+	partitions       *prometheus.GaugeVec   // by topic
+	partitionChange  *prometheus.GaugeVec   // by topic
 }
 
 // NewMetrics makes the collectors and registers them with reg, all or none;
@@ -61,6 +63,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "walrelay_headers_dropped_total",
 			Help: "Entries of the headers column left out of a record, whose message was published without them, by reason (reserved, invalid_name, invalid_value, datacontenttype).",
 		}, []string{"reason"}),
+		partitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "walrelay_topic_partitions",
+			Help: "The partition count a topic's keys are routed by (recorded in the topics table when walrelay first published to it).",
+		}, []string{"topic"}),
+		partitionChange: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "walrelay_topic_partition_change_pending",
+			Help: "1 while walrelay publishes nothing to a topic because its partition count in Kafka differs from the recorded one, until `walrelay topics accept`.",
+		}, []string{"topic"}),
 	}
 	// The classes exist from the start, so that a rate over them is 0, not
 	// absent, before the first error.
@@ -74,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.headersDropped.WithLabelValues(string(d))
 	}
 	err := promreg.Register(reg, "sink metrics", m.published, m.inFlightMessages, m.inFlightBytes, m.retries, m.errors,
-		m.parked, m.parkFailures, m.blocked, m.headersDropped)
+		m.parked, m.parkFailures, m.blocked, m.headersDropped, m.partitions, m.partitionChange)
 	if err != nil {
 		return nil, err
 	}

@@ -245,6 +245,9 @@ func (s *Sink) send(ctx context.Context, p *partition, batch []*record) error {
 		if class == classPermanent {
 			return &refusedError{err}
 		}
+		if layoutMoved(err) {
+			signal(s.recheckWake)
+		}
 		d := s.retry.Delay(attempt)
 		s.log.Warn("produce failed, retrying the batch",
 			zap.String("topic", p.topic), zap.Int("partition", p.id), zap.Int("messages", len(batch)),

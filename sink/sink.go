@@ -45,13 +45,17 @@ type Sink struct {
 	now      func() time.Time
 	// createWait is topicCreateWait, shortened by tests.
 	createWait time.Duration
+	layouts    Layouts
+	// recheckWake asks watchPartitions to read the counts again now.
+	recheckWake chan struct{}
 	// closeTransport releases the transport's connections and goroutines
 	// when the sink made the transport itself; otherwise a no-op.
 	closeTransport func()
 
 	// mu guards the routing state below, written by Publish and read by Run.
 	mu        sync.Mutex
-	topics    map[string]int // partition count by topic, fixed for the sink's life
+	topics    map[string]int        // partition count by topic, routed by
+	held      map[string]*heldTopic // topics whose count changed in Kafka
 	unusable  map[string]*topicError
 	parts     map[topicPartition]*partition
 	unstarted []*partition // created by Publish, not yet started by Run
@@ -112,6 +116,10 @@ func newSink(cfg Config, log *zap.Logger, onAck AckFunc, prod producer, meta met
 	if m == nil {
 		m = privateMetrics()
 	}
+	layouts := cfg.Layouts
+	if layouts == nil {
+		layouts = &memLayouts{n: make(map[string]int)}
+	}
 	failed, fail := context.WithCancelCause(context.Background())
 	halted, halt := context.WithCancel(failed)
 	return &Sink{
@@ -128,6 +136,9 @@ func newSink(cfg Config, log *zap.Logger, onAck AckFunc, prod producer, meta met
 		createWait:     topicCreateWait,
 		closeTransport: func() {},
 		topics:         make(map[string]int),
+		held:           make(map[string]*heldTopic),
+		layouts:        layouts,
+		recheckWake:    make(chan struct{}, 1),
 		unusable:       make(map[string]*topicError),
 		parts:          make(map[topicPartition]*partition),
 		runWake:        make(chan struct{}, 1),
@@ -296,6 +307,7 @@ func (s *Sink) Run(ctx context.Context) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.supervise(gctx, g) })
+	g.Go(func() error { return s.watchPartitions(gctx) })
 	err := g.Wait()
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()

@@ -108,18 +108,33 @@ func ReadRecovery(ctx context.Context, q Querier, table schema.Table, slot strin
 }
 
 // EnsureRecoveryTable creates c's recoveries table (schema.RecoveryDDL)
-// unless it exists: then its owner made it, with the same DDL from
-// `walrelay schema`. It looks first because a role without CREATE on the
-// schema cannot even run CREATE TABLE IF NOT EXISTS.
+// unless it exists (EnsureTable).
 func EnsureRecoveryTable(ctx context.Context, conn execQuerier, c schema.Config) error {
 	ddl, err := schema.RecoveryDDL(c)
 	if err != nil {
 		return err
 	}
-	t := c.RecoveryTable()
+	return EnsureTable(ctx, conn, "recoveries table", c.RecoveryTable(), ddl)
+}
+
+// EnsureTopicsTable creates c's topics table (schema.TopicsDDL) unless it
+// exists (EnsureTable).
+func EnsureTopicsTable(ctx context.Context, conn execQuerier, c schema.Config) error {
+	ddl, err := schema.TopicsDDL(c)
+	if err != nil {
+		return err
+	}
+	return EnsureTable(ctx, conn, "topics table", c.TopicsTable(), ddl)
+}
+
+// EnsureTable runs ddl, which creates the table t (what says which of
+// walrelay's tables), unless t exists: then its owner made it, with the
+// same DDL from `walrelay schema`. It looks first because a role without
+// CREATE on the schema cannot even run CREATE TABLE IF NOT EXISTS.
+func EnsureTable(ctx context.Context, conn execQuerier, what string, t schema.Table, ddl string) error {
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t.Quoted()).Scan(&exists); err != nil {
-		return fmt.Errorf("look up recoveries table %s: %w", t, err)
+		return fmt.Errorf("look up %s %s: %w", what, t, err)
 	}
 	if exists {
 		return nil
@@ -127,10 +142,10 @@ func EnsureRecoveryTable(ctx context.Context, conn execQuerier, c schema.Config)
 	if _, err := conn.Exec(ctx, ddl); err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "42501" {
-			return fmt.Errorf("recoveries table %s does not exist and this role may not create it (%s): have the outbox table's owner apply %s, or GRANT CREATE ON SCHEMA %s to the role",
-				t, pe.Message, schema.GrantsForRole, schema.QuoteIdentifier(t.Schema))
+			return fmt.Errorf("%s %s does not exist and this role may not create it (%s): have the outbox table's owner apply %s, or GRANT CREATE ON SCHEMA %s to the role",
+				what, t, pe.Message, schema.GrantsForRole, schema.QuoteIdentifier(t.Schema))
 		}
-		return fmt.Errorf("create recoveries table %s: %w", t, err)
+		return fmt.Errorf("create %s %s: %w", what, t, err)
 	}
 	return nil
 }

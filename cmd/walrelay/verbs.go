@@ -73,16 +73,19 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "publication %q covers %s; slot %q is ready at %s (wal_status %s); dead-letter table %s and recoveries table %s are ready\n",
-		cfg.Publication, cfg.Table, cfg.Slot, info.ConfirmedFlush, info.WALStatus, c.Schema.DeadLetterTable(), c.Schema.RecoveryTable())
+	fmt.Fprintf(stdout, "publication %q covers %s; slot %q is ready at %s (wal_status %s); dead-letter table %s, recoveries table %s and topics table %s are ready\n",
+		cfg.Publication, cfg.Table, cfg.Slot, info.ConfirmedFlush, info.WALStatus, c.Schema.DeadLetterTable(), c.Schema.RecoveryTable(), c.Schema.TopicsTable())
 	return nil
 }
 
-// ensureTables creates the dead-letter table and the recoveries table,
+// ensureTables creates the dead-letter, recoveries and topics tables,
 // each unless it exists: the tables walrelay writes besides the slot.
 func ensureTables(ctx context.Context, conn *pgx.Conn, c config) error {
 	if err := dlq.EnsureTable(ctx, conn, c.Schema); err != nil {
 		return err
 	}
-	return slot.EnsureRecoveryTable(ctx, conn, c.Schema)
+	if err := slot.EnsureRecoveryTable(ctx, conn, c.Schema); err != nil {
+		return err
+	}
+	return slot.EnsureTopicsTable(ctx, conn, c.Schema)
 }

@@ -83,8 +83,24 @@ CREATE TABLE IF NOT EXISTS "public"."outbox_messages_recoveries" (
     parked         bigint
 );
 
+-- Topic layouts: the partition count each topic's keys are routed by, one
+-- row per topic walrelay has published to. walrelay records a topic's count
+-- when it first publishes to it; when Kafka later reports another count (the
+-- topic was grown, or deleted and made again), walrelay stops publishing to
+-- that topic rather than move its aggregates to other partitions unnoticed,
+-- until `walrelay topics accept --topic T` records the new count.
+-- recorded_by says who recorded it: walrelay's first publish, or the accept
+-- and its reason.
+CREATE TABLE IF NOT EXISTS "public"."outbox_messages_topics" (
+    topic       text        PRIMARY KEY,
+    partitions  integer     NOT NULL CHECK (partitions > 0),
+    recorded_at timestamptz NOT NULL DEFAULT now(),
+    recorded_by text
+);
+
 -- What walrelay's role walrelay needs on these tables (run as their owner).
 GRANT USAGE ON SCHEMA "public" TO "walrelay";
 GRANT SELECT ON "public"."outbox_messages" TO "walrelay";
 GRANT SELECT, INSERT, UPDATE, DELETE ON "public"."outbox_messages_dead_letters" TO "walrelay";
 GRANT SELECT, INSERT, UPDATE, DELETE ON "public"."outbox_messages_recoveries" TO "walrelay";
+GRANT SELECT, INSERT, UPDATE ON "public"."outbox_messages_topics" TO "walrelay";

@@ -58,7 +58,7 @@ func TestDebeziumPreset(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		f.DB.Exec(ctx, "DROP PUBLICATION IF EXISTS "+schema.QuoteIdentifier(pub)) //nolint:errcheck // best effort
-		for _, n := range []string{table.Name, table.Name + "_dead_letters", table.Name + "_recoveries"} {
+		for _, n := range []string{table.Name, table.Name + "_dead_letters", table.Name + "_recoveries", table.Name + "_topics"} {
 			f.DB.Exec(ctx, "DROP TABLE IF EXISTS "+schema.Table{Schema: "public", Name: n}.Quoted()) //nolint:errcheck // best effort
 		}
 	})

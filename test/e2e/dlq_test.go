@@ -48,7 +48,7 @@ func TestDLQVerbs(t *testing.T) {
 	// (TestLeastPrivilegeRoleSaysWhatIsMissing covers the relay's role,
 	// which may not). The owner then grants the relay's role its share.
 	out := f.WalrelayOK("init", "--postgres-url", f.PGURL)
-	if want := "dead-letter table " + table.String() + " and recoveries table "; !strings.Contains(out, want) {
+	if want := "dead-letter table " + table.String() + ", recoveries table "; !strings.Contains(out, want) {
 		t.Errorf("init said %q; want it to contain %q", out, want)
 	}
 	var exists bool

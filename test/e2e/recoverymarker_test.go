@@ -33,7 +33,7 @@ func TestInitCreatesTheRecoveriesTable(t *testing.T) {
 		t.Errorf("init as walrelay's role: exit %d, stderr %q; want exit 1 saying the owner applies `walrelay schema --grant-to`", code, stderr)
 	}
 	out := f.WalrelayOK("init", "--postgres-url", f.PGURL) // the tables' owner
-	if want := "recoveries table " + rec.String() + " are ready"; !strings.Contains(out, want) {
+	if want := "recoveries table " + rec.String() + " and topics table "; !strings.Contains(out, want) {
 		t.Errorf("init said %q; want it to contain %q", out, want)
 	}
 	var exists bool

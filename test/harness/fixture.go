@@ -73,7 +73,7 @@ func NewWith(t *testing.T, pgURL, brokers string, aggregateTypes ...string) *Fix
 	}
 	pg.DropSlot(f.Slot)
 	pg.DropPublication(f.Publication)
-	pg.DropTable(f.Table, f.Table+"_dead_letters", f.Table+"_recoveries")
+	pg.DropTable(f.Table, f.Table+"_dead_letters", f.Table+"_recoveries", f.Table+"_topics")
 	// The topics walrelay made on its own go too.
 	t.Cleanup(func() {
 		if err := kafkatest.DeleteTopicsWithPrefix(f.Brokers, f.TopicPrefix+"."); err != nil {

@@ -46,7 +46,7 @@ func newBacklog(ctx context.Context, t *testing.T, pgURL, brokers string, rounds
 		pg.DropSlot(s)
 	}
 	pg.DropPublication(b.publication)
-	pg.DropTable(b.table, b.table+"_dead_letters", b.table+"_recoveries")
+	pg.DropTable(b.table, b.table+"_dead_letters", b.table+"_recoveries", b.table+"_topics")
 	db := b.db
 
 	out, err := exec.CommandContext(ctx, walrelayBin, "schema", "--table", "public."+b.table, "--publication", b.publication).Output()
