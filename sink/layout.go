@@ -99,7 +99,7 @@ func (s *Sink) hold(topic string, recorded, kafka int) {
 	s.m.partitionChange.WithLabelValues(topic).Set(1)
 	s.log.Error("topic's partition count changed: walrelay publishes nothing more to it until the change is accepted, so that no aggregate moves to another partition unnoticed",
 		zap.String("topic", topic), zap.Int("recorded_partitions", recorded), zap.Int("kafka_partitions", kafka),
-		zap.String("fix", fmt.Sprintf("If the change was meant, let the topic's consumers catch up on what walrelay published before it, then record the new count: walrelay topics accept --topic %s (docs/RUNBOOK.md, \"Topic partition count changed\").", topic)))
+		zap.String("fix", fmt.Sprintf("If the change was meant, let the topic's consumers catch up on what walrelay published before it, then record the new count: walrelay topics accept --topic %s (docs/RUNBOOK.md, WalrelayTopicPartitionsChanged).", topic)))
 }
 
 // release routes a held topic by n, once its recorded count and Kafka's
@@ -112,8 +112,7 @@ func (s *Sink) release(topic string, n int) {
 	if h == nil {
 		return
 	}
-	s.m.partitionChange.WithLabelValues(topic).Set(0)
-	s.routed(topic, n)
+	s.routed(topic, n) // and the gauge back to 0
 	close(h.released)
 }
 

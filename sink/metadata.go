@@ -112,6 +112,7 @@ func (s *Sink) routed(topic string, n int) {
 	delete(s.unusable, topic)
 	s.mu.Unlock()
 	s.m.partitions.WithLabelValues(topic).Set(float64(n))
+	s.m.partitionChange.WithLabelValues(topic).Set(0)
 	s.log.Info("topic routed", zap.String("topic", topic), zap.Int("partitions", n))
 }
 
@@ -222,6 +223,9 @@ func (k *kafkaMetadata) TopicPartitions(ctx context.Context, topic string, creat
 // (and one for metadata) and authenticates each as it opens it, so a
 // refused authentication is met again on every new connection, never
 // cached as a success.
+//
+// Its cached layout lives no longer than Config.PartitionRecheck, when
+// that is shorter than kafka-go's 6s, so that a check sees a change.
 func newTransport(cfg Config) *kafka.Transport {
 	return &kafka.Transport{
 		Dial:        (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
@@ -229,5 +233,6 @@ func newTransport(cfg Config) *kafka.Transport {
 		ClientID:    "walrelay",
 		TLS:         cfg.TLS,
 		SASL:        cfg.SASL,
+		MetadataTTL: min(cfg.PartitionRecheck, 6*time.Second),
 	}
 }

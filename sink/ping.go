@@ -51,3 +51,25 @@ func pingError(brokers string, err error) error {
 	}
 	return fmt.Errorf("kafka brokers %s do not answer: %w", brokers, err)
 }
+
+// TopicPartitions returns the partition count Kafka reports for topic now
+// (for `walrelay topics`). It creates nothing and does not retry: ctx
+// bounds it.
+func TopicPartitions(ctx context.Context, cfg Config, topic string) (int, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return 0, fmt.Errorf("sink config: %w", err)
+	}
+	transport := cfg.Transport
+	if transport == nil {
+		t := newTransport(cfg)
+		defer t.CloseIdleConnections()
+		transport = t
+	}
+	meta := &kafkaMetadata{transport: transport, addr: kafka.TCP(cfg.Brokers...), timeout: cfg.WriteTimeout}
+	n, err := meta.TopicPartitions(ctx, topic, false)
+	if err != nil {
+		return 0, fmt.Errorf("partition count of topic %q: %w", topic, err)
+	}
+	return n, nil
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
+	"github.com/walrelay/walrelay/topics"
 )
 
 // checkTimeout bounds each side of `walrelay check`, PostgreSQL and Kafka,
@@ -59,7 +60,8 @@ func checkAll(ctx context.Context, c config) check.Report {
 	return append(check.Report(pg), kafka...)
 }
 
-// checkDeadLetters is dlq's check and whether the role may prune, on a
+// checkDeadLetters is dlq's check, the topics table's and whether the
+// role may prune, on a
 // connection of its own; nothing when the server cannot be reached (the
 // PostgreSQL checks said so).
 func checkDeadLetters(ctx context.Context, sc slot.Config, outbox schema.Config) []check.Result {
@@ -68,7 +70,7 @@ func checkDeadLetters(ctx context.Context, sc slot.Config, outbox schema.Config)
 		return nil
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return append(dlq.Check(ctx, conn, outbox.DeadLetterTable(), outbox), retention.Check(ctx, conn, outbox.Table))
+	return append(dlq.Check(ctx, conn, outbox.DeadLetterTable(), outbox), topics.Check(ctx, conn, outbox.TopicsTable()), retention.Check(ctx, conn, outbox.Table))
 }
 
 func plural(n int, one, many string) string {

@@ -57,7 +57,7 @@ func TestForeignAndMisspeltFlagsAreShortUsageErrors(t *testing.T) {
 	}{
 		{[]string{"status", "--retention", "5h"}, "--retention is not a flag of walrelay status (it is one of 'walrelay prune')"},
 		{[]string{"status", "--message-id", "x"}, "--message-id is not a flag of walrelay status (it is one of 'walrelay dlq discard', 'walrelay dlq retry')"},
-		{[]string{"schema", "--kafka-brokers", "k:9092"}, "(it is one of 'walrelay check', 'walrelay dlq retry', 'walrelay recover', 'walrelay replay', 'walrelay run')"},
+		{[]string{"schema", "--kafka-brokers", "k:9092"}, "(it is one of 'walrelay check', 'walrelay dlq retry', 'walrelay recover', 'walrelay replay', 'walrelay run', 'walrelay topics accept', 'walrelay topics list')"},
 		{[]string{"run", "--postgress-url", nowhere}, "--postgress-url is not a flag of walrelay run; did you mean --postgres-url?"},
 		{[]string{"dlq", "list", "--frobnicate"}, "--frobnicate is not a flag of walrelay dlq list\n"},
 		{[]string{"init", "--slot"}, "flag needs an argument: --slot"},

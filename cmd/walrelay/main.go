@@ -63,7 +63,7 @@ const usage = `walrelay publishes committed outbox rows from the PostgreSQL WAL 
 
 Usage:
   walrelay run      [flags]   stream the outbox to Kafka until stopped (SIGTERM/SIGINT)
-  walrelay init     [flags]   create the publication, the replication slot and the dead-letter table (safe to repeat)
+  walrelay init     [flags]   create the publication, the replication slot and walrelay's tables (safe to repeat)
   walrelay check    [flags]   check PostgreSQL and Kafka settings and privileges: ok / warn / fail
   walrelay status   [flags]   show the slot, its lag, the publication and the leader (--json for scripts)
   walrelay schema   [flags]   print the outbox DDL for your migrations
@@ -73,6 +73,8 @@ Usage:
                               after a lost slot: a new slot, and the outbox rows it missed published from the table
   walrelay replay   [--since TIME] [--aggregate-type T] [--to-topic T] [flags]
                               publish retained outbox rows again (marked walrelay_replay), without touching the slot
+  walrelay topics   list|accept --topic T [flags]
+                              the partition count each topic is routed by; accept Kafka's after a topic was grown
   walrelay prune    --retention 168h [flags]
                               delete outbox rows older than the period that the slot has confirmed, in batches
   walrelay version            print the version
@@ -114,6 +116,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runRecover(ctx, rest, stdout, stderr)
 	case "replay":
 		return runReplay(ctx, rest, stdout, stderr)
+	case "topics":
+		return runTopics(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "walrelay", version())
 		return nil

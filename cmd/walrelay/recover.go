@@ -19,6 +19,7 @@ import (
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
+	"github.com/walrelay/walrelay/topics"
 )
 
 // runRecover is `walrelay recover`: a new slot with an exported snapshot,
@@ -257,6 +258,10 @@ func (r *recovery) publish(ctx context.Context, guard func() error) (backfill.Re
 	}
 	sc := r.c.Sink
 	sc.Guard, sc.Blocked = guard, blocked
+	// The gap goes by the partition counts the stream routes by.
+	if sc.Layouts, err = topics.New(r.pool, r.c.Schema.TopicsTable()); err != nil {
+		return backfill.Result{}, err
+	}
 	if r.c.Park {
 		sc.Park = r.store.Park
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
+	"github.com/walrelay/walrelay/topics"
 )
 
 // startCheckTimeout bounds the start-up checks of PostgreSQL and Kafka.
@@ -46,7 +47,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer p.pool.Close()
-	if err := preflight(ctx, c, log, p.sinkCfg, p.store); err != nil {
+	if err := preflight(ctx, c, log, p.sinkCfg, p.store, p.topics); err != nil {
 		return err
 	}
 	var ln net.Listener
@@ -72,6 +73,7 @@ type process struct {
 	monitor *slot.Monitor
 	pool    *pgxpool.Pool // the dead-letter table's connections; the caller closes it
 	store   *dlq.Store
+	topics  *topics.Store // the partition count each topic is routed by
 	sinkCfg sink.Config
 }
 
@@ -95,6 +97,10 @@ func buildProcess(c config, log *zap.Logger) (*process, error) {
 		p.pool.Close()
 		return nil, err
 	}
+	if p.topics, err = topics.New(p.pool, c.Schema.TopicsTable()); err != nil {
+		p.pool.Close()
+		return nil, err
+	}
 	if err := p.buildRelay(c, log); err != nil {
 		p.pool.Close()
 		return nil, err
@@ -111,6 +117,7 @@ func (p *process) buildRelay(c config, log *zap.Logger) error {
 		return err
 	}
 	p.sinkCfg.Guard = p.elector.Check
+	p.sinkCfg.Layouts = p.topics
 	if p.relay, err = buildRelay(c, p.sinkCfg, log, p.reg, p.store); err != nil {
 		return err
 	}
@@ -192,13 +199,16 @@ func buildRelay(c config, sinkCfg sink.Config, log *zap.Logger, reg prometheus.R
 
 // preflight fails fast, before any waiting for leadership, on what no
 // retry can mend: PostgreSQL unreachable or not set up, Kafka unreachable.
-func preflight(ctx context.Context, c config, log *zap.Logger, sinkCfg sink.Config, store *dlq.Store) error {
+func preflight(ctx context.Context, c config, log *zap.Logger, sinkCfg sink.Config, store *dlq.Store, layouts *topics.Store) error {
 	checkCtx, cancel := context.WithTimeout(ctx, startCheckTimeout)
 	defer cancel()
 	if _, err := slot.Preflight(checkCtx, c.Slot, log); err != nil {
 		return err
 	}
 	if err := store.Ready(checkCtx); err != nil {
+		return err
+	}
+	if err := layouts.Ready(checkCtx); err != nil {
 		return err
 	}
 	if discarding {

@@ -56,6 +56,8 @@ type options struct {
 	Retention retention.Config   // Retention, Batch, Pause, Wait, DryRun
 
 	DLQ dlqOptions
+	// Topics is what `walrelay topics accept` acts on.
+	Topics topicsOptions
 	// Backfill selects the rows of `walrelay recover` and `walrelay replay`.
 	Backfill backfillOptions
 	// The flags of TLS and SASL towards Kafka (kafkasec.go).
@@ -75,6 +77,12 @@ type dlqOptions struct {
 	Status        string
 	Limit         int
 	All           bool
+}
+
+// topicsOptions say which topic `walrelay topics accept` records the
+// partition count of, and why.
+type topicsOptions struct {
+	Topic, Reason string
 }
 
 // backfillOptions are what `walrelay recover` and `walrelay replay` read
@@ -256,6 +264,21 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		s.flagOnly("since", "until", "aggregate-type", "aggregate-id", "type", "to-topic", "dry-run")
 		logFlag(s, o)
 	},
+	"topics list": func(s *flagSet, o *options) {
+		postgresFlags(s, o)
+		topicsTableFlags(s, o)
+		kafkaFlags(s, o)
+		jsonFlag(s, o, "print JSON instead of a table")
+	},
+	"topics accept": func(s *flagSet, o *options) {
+		postgresFlags(s, o)
+		topicsTableFlags(s, o)
+		kafkaFlags(s, o)
+		s.group("Which topic")
+		s.str(&o.Topics.Topic, "topic", "the topic whose partition count in Kafka now becomes the one its keys are routed by (required)")
+		s.str(&o.Topics.Reason, "reason", "why, kept in the topics table for audit")
+		s.flagOnly("topic", "reason")
+	},
 	"prune": func(s *flagSet, o *options) {
 		postgresFlags(s, o)
 		s.group("Outbox table")
@@ -278,7 +301,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 
 // verbNames are the verbs with flags, sorted.
 func verbNames() []string {
-	return []string{"check", "dlq discard", "dlq list", "dlq retry", "init", "prune", "recover", "replay", "run", "schema", "status"}
+	return []string{"check", "dlq discard", "dlq list", "dlq retry", "init", "prune", "recover", "replay", "run", "schema", "status", "topics accept", "topics list"}
 }
 
 // bindVerb binds the flags of verb to o.
@@ -326,6 +349,14 @@ const (
 // table's name.
 func deadLetterFlags(s *flagSet, o *options) {
 	s.group("Dead-letter table")
+	s.str(&o.Table, "table", tableHelp)
+	s.str(&o.DeadLetterTable, "dead-letter-table", deadLetterTableHelp)
+}
+
+// topicsTableFlags name the topics table, from the outbox table's name,
+// beside the dead-letter table.
+func topicsTableFlags(s *flagSet, o *options) {
+	s.group("Topics table (the outbox table's name with _topics, beside the dead-letter table)")
 	s.str(&o.Table, "table", tableHelp)
 	s.str(&o.DeadLetterTable, "dead-letter-table", deadLetterTableHelp)
 }
@@ -388,6 +419,7 @@ func producerFlags(s *flagSet, o *options) {
 	s.int(&k.MaxPayloadBytes, "max-payload-bytes", "largest payload walrelay sends to Kafka; a larger one is a bad message (keep it below the topics' max.message.bytes)")
 	s.dur(&k.RetryBackoffMin, "kafka-retry-backoff-min", "first delay before a produce is retried after a transient error; it doubles per attempt, with full jitter")
 	s.dur(&k.RetryBackoffMax, "kafka-retry-backoff-max", "longest delay between produce retries (transient errors are retried for as long as it takes)")
+	s.dur(&k.PartitionRecheck, "partition-check-interval", "how often the partition count of each topic in use is read again from Kafka: a topic whose count changed gets nothing more until walrelay topics accept records the new count")
 }
 
 func relayFlags(s *flagSet, o *options) {
@@ -450,6 +482,7 @@ type config struct {
 	Sink      sink.Config
 	Retention retention.Config
 	DLQ       dlqOptions
+	Topics    topicsOptions
 	Backfill  backfillOptions
 	Park      bool // --on-bad-message park
 	GrantTo   string
@@ -462,7 +495,7 @@ type config struct {
 // parts the verb has flags for are resolved: `walrelay schema` needs no
 // PostgreSQL URL, and no Kafka flag of another verb is read.
 func (o options) resolve(s *flagSet) (config, error) {
-	c := config{DLQ: o.DLQ, Backfill: o.Backfill, GrantTo: o.GrantTo, LogLevel: o.LogLevel, Metrics: o.MetricsAddr, JSON: o.JSON,
+	c := config{DLQ: o.DLQ, Topics: o.Topics, Backfill: o.Backfill, GrantTo: o.GrantTo, LogLevel: o.LogLevel, Metrics: o.MetricsAddr, JSON: o.JSON,
 		Preset: s.presetSummary(o.Preset)}
 	var err error
 	if c.Schema, err = o.schemaConfig(); err != nil {

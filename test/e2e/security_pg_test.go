@@ -248,6 +248,7 @@ func enablePostgresTLS(t *testing.T, f *harness.Fixture) *pgTLS {
 	exec("GRANT SELECT ON " + f.Table + " TO " + tlsRole)
 	exec("GRANT SELECT, INSERT, UPDATE, DELETE ON " + f.Table + "_dead_letters TO " + tlsRole)
 	exec("GRANT SELECT, INSERT, UPDATE, DELETE ON " + f.Table + "_recoveries TO " + tlsRole)
+	exec("GRANT SELECT, INSERT, UPDATE ON " + f.Table + "_topics TO " + tlsRole)
 
 	u, err := url.Parse(f.PGURL)
 	harness.Must(t, err, "parse the rig's URL")

@@ -157,3 +157,20 @@ func DeleteGroupsAtCleanup(t testing.TB, brokers string, groups ...string) {
 		Client(brokers).DeleteGroups(ctx, &kafka.DeleteGroupsRequest{GroupIDs: groups}) //nolint:errcheck // best effort
 	})
 }
+
+// GrowTopic raises topic's partition count to count (the operator's
+// kafka-topics.sh --alter --partitions).
+func GrowTopic(t testing.TB, brokers, topic string, count int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := Client(brokers).CreatePartitions(ctx, &kafka.CreatePartitionsRequest{
+		Topics: []kafka.TopicPartitionsConfig{{Name: topic, Count: int32(count)}},
+	})
+	if err == nil {
+		err = res.Errors[topic]
+	}
+	if err != nil {
+		t.Fatalf("grow topic %s to %d partitions: got %v; want nil", topic, count, err)
+	}
+}
