@@ -54,7 +54,7 @@ unit:
 # Everything, against the real services (started if needed, left running;
 # `make rig-down` stops them).
 test: vet rig-up
-	eval "$$(scripts/rig.sh env)"; $(GO) test -race -count=1 -timeout 20m ./...
+	eval "$$(scripts/rig.sh env)"; $(GO) test -race -count=1 -parallel 4 -timeout 20m ./...
 	$(GO) test -count=1 -tags walrelay_discard -run Discard ./cmd/walrelay
 	$(MAKE) faults
 	$(MAKE) fuzz

@@ -47,8 +47,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // checkAll composes the packages' checks: slot's PostgreSQL rules and
 // dlq's dead-letter table, then sink's Kafka checks (with its TLS and SASL)
-// for the topics of the outbox rows PostgreSQL gave, each side under its
-// own timeout.
+// for the topics of the outbox rows PostgreSQL gave and, when Kafka
+// answers, the recorded partition counts against Kafka's, each side under
+// its own timeout.
 func checkAll(ctx context.Context, c config) check.Report {
 	pgCtx, cancel := context.WithTimeout(ctx, checkTimeout)
 	pg, routes := slot.Check(pgCtx, c.Slot)
@@ -57,6 +58,9 @@ func checkAll(ctx context.Context, c config) check.Report {
 	kafkaCtx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	kafka := sink.Check(kafkaCtx, c.Sink, routes.Messages, routes.Err)
+	if kafka[0].Status != check.Fail {
+		kafka = append(kafka, partitionsResult(kafkaCtx, c))
+	}
 	return append(check.Report(pg), kafka...)
 }
 

@@ -88,6 +88,11 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"prune"}, 2},  // --retention missing
 		{[]string{"prune", "--retention", "2h"}, 2},
 		{[]string{"dlq", "list"}, 2},
+		{[]string{"topics"}, 2},
+		{[]string{"topics", "drop"}, 2},
+		{[]string{"topics", "accept", "--postgres-url", unreachable}, 2}, // --topic missing
+		{[]string{"topics", "accept", "--topic", "t"}, 2},                // --postgres-url missing
+		{[]string{"topics", "list", "--postgres-url", unreachable}, 1},
 		{[]string{"init", "--postgres-url", unreachable, "--log-level", "loud"}, 2},
 		{[]string{"init", "--postgres-url", unreachable, "--slot", "Bad Slot"}, 2},
 		{[]string{"check", "--postgres-url", unreachable, "--null-payload", "drop"}, 2},

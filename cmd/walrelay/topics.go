@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/walrelay/walrelay/check"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
 	"github.com/walrelay/walrelay/topics"
@@ -126,11 +127,11 @@ type topicRow struct {
 	RecordedBy      string    `json:"recorded_by"`
 }
 
-// topicsList prints each recorded topic beside Kafka's count now.
-func topicsList(ctx context.Context, c config, st *topics.Store, stdout io.Writer) error {
+// layoutRows reads each recorded topic and Kafka's count of it now.
+func layoutRows(ctx context.Context, c config, st *topics.Store) ([]topicRow, error) {
 	all, err := st.List(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rows := make([]topicRow, 0, len(all))
 	for _, l := range all {
@@ -140,6 +141,47 @@ func topicsList(ctx context.Context, c config, st *topics.Store, stdout io.Write
 		}
 		r.Held = r.KafkaPartitions != 0 && r.KafkaPartitions != r.Partitions
 		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// partitionsResult is check's line on the recorded partition counts: a
+// failure names each topic walrelay holds because Kafka's count changed.
+func partitionsResult(ctx context.Context, c config) check.Result {
+	const name = "topic partitions"
+	conn, err := slot.Connect(ctx, c.Slot)
+	if err != nil {
+		return check.Warning(name, "not read: "+oneLine(err).Error(), "See the PostgreSQL checks above.")
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	st, err := topics.New(conn, c.Schema.TopicsTable())
+	var rows []topicRow
+	if err == nil {
+		if err = st.Ready(ctx); err == nil {
+			rows, err = layoutRows(ctx, c, st)
+		}
+	}
+	if err != nil {
+		return check.Warning(name, "not read: "+err.Error(), "See the topics table check above.")
+	}
+	var held []string
+	for _, r := range rows {
+		if r.Held {
+			held = append(held, fmt.Sprintf("%s (recorded %d, Kafka %d)", r.Topic, r.Partitions, r.KafkaPartitions))
+		}
+	}
+	if len(held) > 0 {
+		return check.Failure(name, "walrelay publishes nothing to "+strings.Join(held, ", ")+": the partition count changed",
+			"Let the topic's consumers catch up, then run walrelay topics accept --topic T for each (docs/RUNBOOK.md, WalrelayTopicPartitionsChanged).")
+	}
+	return check.Pass(name, fmt.Sprintf("%d recorded, each as Kafka has it", len(rows)))
+}
+
+// topicsList prints each recorded topic beside Kafka's count now.
+func topicsList(ctx context.Context, c config, st *topics.Store, stdout io.Writer) error {
+	rows, err := layoutRows(ctx, c, st)
+	if err != nil {
+		return err
 	}
 	if c.JSON {
 		enc := json.NewEncoder(stdout)

@@ -22,6 +22,7 @@ import (
 // letter; once the topic's limit is raised, the relay delivers everything
 // by itself, in order.
 func TestHaltStopsBeforeARefusedRecordUntilTheTopicIsFixed(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "customer")
 	orderTopic := f.Topic("order")
 	f.CreateTopicWith(orderTopic, kafka.ConfigEntry{ConfigName: "max.message.bytes", ConfigValue: smallRecordLimit})

@@ -50,6 +50,7 @@ const smallRecordLimit = "1024"
 // in their order with their message ids, and the relay publishes the
 // aggregate's next row after them.
 func TestRetryableBadMessagesAreParkedInOrderAndRetried(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "customer", "blob")
 	orderTopic, blobTopic := f.Topic("order"), f.Topic("blob")
 	ghostTopic := f.Topic("ghost")        // the template's topic for aggregate type ghost: not created

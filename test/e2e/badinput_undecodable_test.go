@@ -16,6 +16,7 @@ import (
 // the relay runs makes the rows written meanwhile bad; once it is back,
 // rows flow again; an added column is ignored.
 func TestUndecodableRowsAreParkedAndDiscarded(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "order")
 	dropAggregateIDConstraints(t, f)
 	metrics := harness.FreePort(t)

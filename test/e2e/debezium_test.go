@@ -46,6 +46,7 @@ func strptr(s string) *string { return &s }
 // The preset against walrelay's own table fails check, naming the id
 // column and its flag.
 func TestDebeziumPreset(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t)
 	f.Unsetenv("WALRELAY_TOPIC_TEMPLATE") // the preset's template, not the fixture's
 	table := schema.Table{Schema: "public", Name: "outboxevent_" + f.ID}

@@ -38,6 +38,7 @@ type dlqEntry struct {
 // discard needs a reason; retry republishes an aggregate in order with its
 // message ids and removes it, and leaves what it cannot publish.
 func TestDLQVerbs(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "order")
 	ctx := context.Background()
 	table := schema.Table{Schema: "public", Name: f.Table + "_dead_letters"}

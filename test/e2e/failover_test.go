@@ -22,6 +22,7 @@ import (
 // Kafka lacks its row there. Below 17 no slot survives, and walrelay stops
 // with where the gap starts instead of creating a new slot.
 func TestFailover(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	for _, mode := range []string{"kill", "switchover"} {
 		t.Run(mode, func(t *testing.T) {
 			if pgserver.Major() >= 17 {

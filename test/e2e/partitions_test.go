@@ -22,6 +22,7 @@ import (
 // the accept, nothing is lost, and each aggregate's records on the old
 // layout all come before those on the new.
 func TestGrownTopicIsHeldUntilAccepted(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "order")
 	topic := f.Topic("order")
 	r := f.Start("--partition-check-interval", "1s")
@@ -70,6 +71,11 @@ func TestGrownTopicIsHeldUntilAccepted(t *testing.T) {
 	t.Logf("walrelay topics list:\n%s", list)
 	if !strings.Contains(list, "held: run walrelay topics accept --topic "+topic) {
 		t.Errorf("topics list does not show %s held", topic)
+	}
+
+	_, report := runCheck(t, f)
+	if got := report.status("topic partitions"); got != "fail" {
+		t.Errorf("check's topic partitions line while %s is held: %s; want fail", topic, got)
 	}
 
 	out := f.WalrelayOK("topics", "accept", "--topic", topic, "--reason", "grown by the test")
@@ -158,4 +164,3 @@ func partitioner(n int) func(key string) int32 {
 	var b kafka.Murmur2Balancer
 	return func(key string) int32 { return int32(b.Balance(kafka.Message{Key: []byte(key)}, parts...)) }
 }
-

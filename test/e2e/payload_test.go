@@ -18,6 +18,7 @@ import (
 // counted and logged once per key, and every record decodes with the
 // CloudEvents SDK (ReadTopic's check).
 func TestTombstonesContentTypeAndHeaderHygiene(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "order")
 	ctx := context.Background()
 	_, err := f.DB.Exec(ctx, "ALTER TABLE "+f.Table+" ALTER COLUMN payload DROP NOT NULL, ALTER COLUMN payload TYPE text USING payload::text")

@@ -41,6 +41,7 @@ const defaultMargin = time.Hour
 // duplicates are at most those, and the rows that occurred before that
 // window are not published again.
 func TestRecoverClosesTheGapOfALostSlot(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	// Segments of 16 MB and a keep size under one: a slot is lost as soon as
 	// a checkpoint starts in a later segment than its restart_lsn's.
 	srv := pgserver.Start(t, pgserver.Settings{"max_slot_wal_keep_size = 2MB"})
@@ -222,6 +223,7 @@ func summaryCount(t *testing.T, summary, what string) int {
 // the slot recover made. Every row is in Kafka once, each aggregate in
 // version order.
 func TestRecoverFirstStartAfterAnotherRelay(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "order", "customer")
 	ctx := context.Background()
 	f.WriteBulk(ctx, harness.Bulk{Rows: 10000, Aggregates: 100, Types: []string{"order", "customer"}, Payload: 100,
@@ -289,6 +291,7 @@ func publishAsAnotherRelay(t *testing.T, f *harness.Fixture, rows []harness.Row)
 // streams on. Nothing is lost, and the duplicates are at most what the
 // killed recovery had published.
 func TestRecoverKilledHalfWayIsSafeToRunAgain(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "order")
 	ctx := context.Background()
 	const rows = 50000
@@ -384,6 +387,7 @@ func recoveryPending(t *testing.T, f *harness.Fixture) bool {
 // --force: the reason is kept in the recoveries table, and nothing is lost
 // across the replacement.
 func TestRecoverRefusesALeaderAndAUsableSlot(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "order")
 	r := f.Start()
 	r.WaitStarted()
@@ -437,6 +441,7 @@ func TestRecoverRefusesALeaderAndAUsableSlot(t *testing.T) {
 // asynchronous, and only a clean stop ships it every row walrelay may have
 // published.
 func TestRecoverAfterFailoverWithoutFailoverSlots(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	if pgserver.Major() >= 17 {
 		t.Skip("PostgreSQL 17 and later keep the slot through a failover (TestFailover); `make compat` runs this test on 14 to 16")
 	}

@@ -20,6 +20,7 @@ import (
 // aggregate in one partition and in commit order; and the slot confirms the
 // end of the last transaction.
 func TestEveryCommittedRowArrivesInOrder(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "order", "customer")
 	metrics := harness.FreePort(t)
 	r := f.Start("--metrics-addr", metrics)

@@ -17,6 +17,7 @@ import (
 // same on every record. `--dry-run` first counts them and publishes
 // nothing. No slot is made or touched.
 func TestReplayOneAggregateTypeIntoAnotherTopic(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "order", "invoice")
 	ctx := context.Background()
 	f.WriteBulk(ctx, harness.Bulk{Rows: 2000, Aggregates: 40, Types: []string{"order", "invoice"}, Payload: 50})

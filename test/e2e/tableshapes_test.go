@@ -156,6 +156,7 @@ func containsAll(s string, subs []string) bool {
 // aggregate's later row. A payload column changed to integer is refused at
 // start again.
 func TestEFCoreOutboxTable(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	s := newEFShape(t)
 	f := s.f
 
@@ -260,6 +261,7 @@ const serialTableSQL = ` (id bigserial PRIMARY KEY, aggregate_type text NOT NULL
 // it by that id. An id column of a type that is no stable identifier
 // (timestamptz) is refused at start.
 func TestBigserialIDTextPayloadTable(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	s := newShape(t, "serial_", "events", serialTableSQL, "--column-message-id", "id")
 	f := s.f
 	run := []string{"--content-type", "application/json"}
