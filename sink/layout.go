@@ -166,12 +166,18 @@ func (s *Sink) recheckPartitions(ctx context.Context) {
 	s.mu.Unlock()
 	for topic, n := range routed {
 		now, err := s.meta.TopicPartitions(ctx, topic, false)
-		if err != nil || now <= 0 {
+		if err != nil || now <= 0 || now == n {
 			continue
 		}
-		if now != n {
-			s.hold(topic, n, now)
+		// An operator may have accepted the new count before the sink saw
+		// the change: then it goes on by it, without a hold.
+		if recorded, err := s.layouts.Claim(ctx, topic, now); err == nil && recorded == now {
+			s.log.Info("topic's partition count changed and was accepted already", zap.String("topic", topic),
+				zap.Int("was", n), zap.Int("partitions", now))
+			s.routed(topic, now)
+			continue
 		}
+		s.hold(topic, n, now)
 	}
 	for _, topic := range held {
 		now, err := s.meta.TopicPartitions(ctx, topic, false)

@@ -197,3 +197,30 @@ func TestLayoutErrorRechecksAtOnce(t *testing.T) {
 		return fmt.Sprintf("gauge %v", v), v == 1
 	})
 }
+
+// A count accepted before the sink saw the change needs no hold: the
+// sink goes on by it.
+func TestCountAcceptedBeforeTheCheckIsFollowed(t *testing.T) {
+	meta := &growingMetadata{}
+	meta.n.Store(4)
+	book := newLayoutBook()
+	var plog partitionLog
+	cfg := testConfig()
+	cfg.Layouts, cfg.PartitionRecheck = book, time.Hour
+	h := start(t, cfg, plog.producer(t), meta)
+	publishRange(t, h.s, 0, 1, sameKey("k"))
+	meta.n.Store(8)
+	book.accept("outbox.order", 8)
+	h.s.recheckPartitions(context.Background())
+	publishRange(t, h.s, 1, 2, sameKey("k"))
+	h.s.Close()
+	if err := h.wait(t); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if v := metricValue(t, h.s.m.partitionChange.WithLabelValues("outbox.order")); v != 0 {
+		t.Errorf("walrelay_topic_partition_change_pending = %v; want 0 (no hold)", v)
+	}
+	if got, want := fmt.Sprint(plog.partitions("k")), fmt.Sprint([]int{partitionFor("k", 4), partitionFor("k", 8)}); got != want {
+		t.Errorf("key k went to %s; want %s (4, then 8 as accepted)", got, want)
+	}
+}
