@@ -59,7 +59,14 @@ type record struct {
 	// message unpublishable, or it is a bad row. It is parked when its turn
 	// comes.
 	bad *verdict
+	// inline holds headers when they fit, so that they take no allocation
+	// of their own: walrelay's own and a few of the headers column's.
+	inline [inlineHeaders]kafka.Header
 }
+
+// inlineHeaders is how many headers a record holds without an allocation
+// of their own.
+const inlineHeaders = ownHeaders + 4
 
 // recordHeaders are the settings of Config that shape every record's
 // headers.
@@ -71,18 +78,25 @@ type recordHeaders struct {
 // newRecord builds the Kafka record of m, and says which entries of its
 // headers column it left out (nil when none). It does not validate m. A
 // tombstone's value is null (nil), whatever its Payload.
+//
+// It takes two allocations: the record (with its headers inline when they
+// fit) and one buffer for the header values, which the key shares: the key
+// is the aggregate id, which ce_subject carries too.
 func newRecord(m *schema.Message, token uint64, rh recordHeaders, now time.Time) (*record, []droppedHeader) {
-	headers, dropped := buildHeaders(m, rh)
 	r := &record{
-		token:   token,
-		id:      m.ID,
-		key:     []byte(m.AggregateID),
-		value:   m.Payload,
-		headers: headers,
-		time:    now,
-		size:    m.Size(),
-		msg:     m,
+		token: token,
+		id:    m.ID,
+		value: m.Payload,
+		time:  now,
+		size:  m.Size(),
+		msg:   m,
 	}
+	var hs []kafka.Header
+	if ownHeaders+len(m.Headers) <= len(r.inline) {
+		hs = r.inline[:0]
+	}
+	var dropped []droppedHeader
+	r.headers, r.key, dropped = appendHeaders(hs, m, rh)
 	if m.Tombstone {
 		r.value = nil
 	}
@@ -113,10 +127,17 @@ const (
 // content type, has no content-type header. All values share one
 // allocation.
 func buildHeaders(m *schema.Message, rh recordHeaders) ([]kafka.Header, []droppedHeader) {
-	b := headerBuilder{
-		hs:  make([]kafka.Header, 0, ownHeaders+len(m.Headers)),
-		buf: make([]byte, 0, headerValueCap(m, rh.source)),
+	hs, _, dropped := appendHeaders(nil, m, rh)
+	return hs, dropped
+}
+
+// appendHeaders is buildHeaders appending to hs (made when nil), and also
+// returns the value of ce_subject: the aggregate id, in the values' buffer.
+func appendHeaders(hs []kafka.Header, m *schema.Message, rh recordHeaders) ([]kafka.Header, []byte, []droppedHeader) {
+	if hs == nil {
+		hs = make([]kafka.Header, 0, ownHeaders+len(m.Headers))
 	}
+	b := headerBuilder{hs: hs, buf: make([]byte, 0, headerValueCap(m, rh.source))}
 	b.add(headerSpecVersion, "1.0")
 	b.add(headerID, string(m.ID))
 	var also []string
@@ -127,6 +148,7 @@ func buildHeaders(m *schema.Message, rh recordHeaders) ([]kafka.Header, []droppe
 	b.add(headerType, m.Type)
 	b.add(headerSource, rh.source)
 	b.add(headerSubject, m.AggregateID)
+	subject := b.hs[len(b.hs)-1].Value
 	if !m.OccurredAt.IsZero() {
 		start := len(b.buf)
 		b.buf = m.OccurredAt.UTC().AppendFormat(b.buf, time.RFC3339Nano)
@@ -150,7 +172,7 @@ func buildHeaders(m *schema.Message, rh recordHeaders) ([]kafka.Header, []droppe
 	for _, key := range m.SpanContextDrops {
 		dropped = append(dropped, droppedHeader{key, schema.DropSpanContext})
 	}
-	return b.hs, dropped
+	return b.hs, subject, dropped
 }
 
 // headerValueCap is the byte length of every header value buildHeaders may
