@@ -44,3 +44,17 @@ func BenchmarkTopicFor(b *testing.B) {
 		_ = topicFor(defaultTopicTemplate, m)
 	}
 }
+
+// BenchmarkKafkaRecords is one attempt's records for a batch of 100: the
+// key and value readers take one allocation per batch.
+func BenchmarkKafkaRecords(b *testing.B) {
+	m := testMessage()
+	batch := make([]*record, 100)
+	for i := range batch {
+		batch[i], _ = newRecord(m, uint64(i), recordHeaders{source: "walrelay"}, time.Now())
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = kafkaRecords(batch)
+	}
+}

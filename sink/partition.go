@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -282,19 +283,34 @@ func (s *Sink) produce(ctx context.Context, p *partition, batch []*record) error
 }
 
 // kafkaRecords makes fresh record values for one attempt: kafka-go reads the
-// key and value readers to the end when it encodes them.
+// key and value readers to the end when it encodes them, possibly after a
+// Produce that timed out has returned, so an attempt never reuses another's
+// readers. They take one allocation per batch (kafka.NewBytes takes one
+// per key and one per value). A nil key or value stays null.
 func kafkaRecords(batch []*record) []kafka.Record {
 	out := make([]kafka.Record, len(batch))
+	readers := make([]recordBytes, 2*len(batch))
 	for i, r := range batch {
-		out[i] = kafka.Record{
-			Time:    r.time,
-			Key:     kafka.NewBytes(r.key),
-			Value:   kafka.NewBytes(r.value),
-			Headers: r.headers,
+		out[i] = kafka.Record{Time: r.time, Headers: r.headers}
+		if r.key != nil {
+			k := &readers[2*i]
+			k.Reset(r.key)
+			out[i].Key = k
+		}
+		if r.value != nil {
+			v := &readers[2*i+1]
+			v.Reset(r.value)
+			out[i].Value = v
 		}
 	}
 	return out
 }
+
+// recordBytes is a key or value as kafka-go reads it (kafka.Bytes): a
+// bytes.Reader, whose WriteTo spares io.Copy a buffer.
+type recordBytes struct{ bytes.Reader }
+
+func (*recordBytes) Close() error { return nil }
 
 // acked reports every record of a batch Kafka acknowledged, in order, and
 // frees its in-flight room.
