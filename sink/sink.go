@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,11 @@ type Sink struct {
 
 	ackMu sync.Mutex // serialises onAck
 
+	// routes caches the template's topic by aggregate type and type, so
+	// that a message's topic takes no allocation (topicOf).
+	routesMu sync.Mutex
+	routes   map[routeKey]string
+
 	drops dropLog // which dropped headers are logged
 
 	// failed ends with the sink's first failure as its cause; halted ends
@@ -73,6 +79,30 @@ type Sink struct {
 	failWith context.CancelCauseFunc
 	halted   context.Context
 	halt     context.CancelFunc
+}
+
+// routeKey is what the topic template reads of a message.
+type routeKey struct{ aggregateType, typ string }
+
+// maxRoutes bounds the route cache: beyond it, topics are made per message.
+const maxRoutes = 4096
+
+// topicOf is topicFor with the template's results cached.
+func (s *Sink) topicOf(m *schema.Message) string {
+	if m.Topic != "" || !strings.Contains(s.cfg.TopicTemplate, "{") {
+		return topicFor(s.cfg.TopicTemplate, m)
+	}
+	k := routeKey{m.AggregateType, m.Type}
+	s.routesMu.Lock()
+	defer s.routesMu.Unlock()
+	if t, ok := s.routes[k]; ok {
+		return t
+	}
+	t := topicFor(s.cfg.TopicTemplate, m)
+	if len(s.routes) < maxRoutes {
+		s.routes[k] = t
+	}
+	return t
 }
 
 type topicPartition struct {
@@ -137,6 +167,7 @@ func newSink(cfg Config, log *zap.Logger, onAck AckFunc, prod producer, meta met
 		closeTransport: func() {},
 		topics:         make(map[string]int),
 		held:           make(map[string]*heldTopic),
+		routes:         make(map[routeKey]string),
 		layouts:        layouts,
 		recheckWake:    make(chan struct{}, 1),
 		unusable:       make(map[string]*topicError),
@@ -166,16 +197,16 @@ func (s *Sink) Publish(ctx context.Context, m *schema.Message, token uint64) err
 	if err := s.stopped(); err != nil {
 		return err
 	}
-	topic := topicFor(s.cfg.TopicTemplate, m)
+	topic := s.topicOf(m)
 	if m.AggregateID == "" {
 		return s.parkNow(ctx, topic, s.buildRecord(m, token), verdict{class: parkedBadRow, err: errNoAggregateID})
 	}
 	n, err := s.partitionCount(ctx, topic)
-	var terr *topicError
-	if errors.As(err, &terr) {
-		return s.parkNow(ctx, topic, s.buildRecord(m, token), verdict{class: terr.class, err: terr.err})
-	}
 	if err != nil {
+		var terr *topicError
+		if errors.As(err, &terr) {
+			return s.parkNow(ctx, topic, s.buildRecord(m, token), verdict{class: terr.class, err: terr.err})
+		}
 		return err
 	}
 	tp := topicPartition{topic, partitionFor(m.AggregateID, n)}
