@@ -52,13 +52,18 @@ func pingError(brokers string, err error) error {
 	return fmt.Errorf("kafka brokers %s do not answer: %w", brokers, err)
 }
 
-// TopicPartitions returns the partition count Kafka reports for topic now
-// (for `walrelay topics`). It creates nothing and does not retry: ctx
-// bounds it.
-func TopicPartitions(ctx context.Context, cfg Config, topic string) (int, error) {
+// TopicPartitions returns the partition count Kafka reports now for each
+// of topics, or why it could not say, in the order given (for `walrelay
+// topics`). It asks over one connection, creates nothing and does not
+// retry: ctx bounds it.
+func TopicPartitions(ctx context.Context, cfg Config, topics ...string) ([]int, []error) {
+	counts, errs := make([]int, len(topics)), make([]error, len(topics))
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
-		return 0, fmt.Errorf("sink config: %w", err)
+		for i := range errs {
+			errs[i] = fmt.Errorf("sink config: %w", err)
+		}
+		return counts, errs
 	}
 	transport := cfg.Transport
 	if transport == nil {
@@ -67,9 +72,10 @@ func TopicPartitions(ctx context.Context, cfg Config, topic string) (int, error)
 		transport = t
 	}
 	meta := &kafkaMetadata{transport: transport, addr: kafka.TCP(cfg.Brokers...), timeout: cfg.WriteTimeout}
-	n, err := meta.TopicPartitions(ctx, topic, false)
-	if err != nil {
-		return 0, fmt.Errorf("partition count of topic %q: %w", topic, err)
+	for i, topic := range topics {
+		if counts[i], errs[i] = meta.TopicPartitions(ctx, topic, false); errs[i] != nil {
+			errs[i] = fmt.Errorf("partition count of topic %q: %w", topic, errs[i])
+		}
 	}
-	return n, nil
+	return counts, errs
 }

@@ -92,6 +92,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"topics", "drop"}, 2},
 		{[]string{"topics", "accept", "--postgres-url", unreachable}, 2}, // --topic missing
 		{[]string{"topics", "accept", "--topic", "t"}, 2},                // --postgres-url missing
+		{[]string{"topics", "accept", "--postgres-url", unreachable, "--topic", "bad topic"}, 2}, // found before connecting
 		{[]string{"topics", "list", "--postgres-url", unreachable}, 1},
 		{[]string{"init", "--postgres-url", unreachable, "--log-level", "loud"}, 2},
 		{[]string{"init", "--postgres-url", unreachable, "--slot", "Bad Slot"}, 2},

@@ -59,6 +59,11 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errUsage
 	}
 	c, err := o.resolve(s)
+	if err == nil && sub == "accept" {
+		if terr := sink.ValidateTopic(c.Topics.Topic); terr != nil {
+			err = fmt.Errorf("--topic %q: %w", c.Topics.Topic, terr)
+		}
+	}
 	if err != nil {
 		return asConfigError(err)
 	}
@@ -86,13 +91,11 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // it was before.
 func topicsAccept(ctx context.Context, c config, st *topics.Store, stdout io.Writer) error {
 	topic := c.Topics.Topic
-	if err := sink.ValidateTopic(topic); err != nil {
-		return fmt.Errorf("--topic %q: %w", topic, err)
+	counts, errs := sink.TopicPartitions(ctx, c.Sink, topic)
+	if errs[0] != nil {
+		return errs[0]
 	}
-	n, err := sink.TopicPartitions(ctx, c.Sink, topic)
-	if err != nil {
-		return err
-	}
+	n := counts[0]
 	before, found, err := st.Get(ctx, topic)
 	if err != nil {
 		return err
@@ -133,14 +136,19 @@ func layoutRows(ctx context.Context, c config, st *topics.Store) ([]topicRow, er
 	if err != nil {
 		return nil, err
 	}
-	rows := make([]topicRow, 0, len(all))
-	for _, l := range all {
-		r := topicRow{Topic: l.Topic, Partitions: l.Partitions, RecordedAt: l.RecordedAt.UTC(), RecordedBy: l.RecordedBy}
-		if r.KafkaPartitions, err = sink.TopicPartitions(ctx, c.Sink, l.Topic); err != nil {
-			r.KafkaError = err.Error()
+	names := make([]string, len(all))
+	for i, l := range all {
+		names[i] = l.Topic
+	}
+	counts, errs := sink.TopicPartitions(ctx, c.Sink, names...)
+	rows := make([]topicRow, len(all))
+	for i, l := range all {
+		r := topicRow{Topic: l.Topic, Partitions: l.Partitions, KafkaPartitions: counts[i], RecordedAt: l.RecordedAt.UTC(), RecordedBy: l.RecordedBy}
+		if errs[i] != nil {
+			r.KafkaPartitions, r.KafkaError = 0, errs[i].Error()
 		}
 		r.Held = r.KafkaPartitions != 0 && r.KafkaPartitions != r.Partitions
-		rows = append(rows, r)
+		rows[i] = r
 	}
 	return rows, nil
 }
