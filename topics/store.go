@@ -56,20 +56,30 @@ const recordedByRun = "walrelay run: the count when it first published to the to
 
 // Claim returns the partition count recorded for topic, recording n first
 // when none is (sink.Layouts).
+//
+// When another process records the topic at the same moment, the insert
+// waits for it and does nothing, and the statement's snapshot, taken
+// before, does not see its row: the statement then finds none, and a second
+// one, with a new snapshot, reads it.
 func (s *Store) Claim(ctx context.Context, topic string, n int) (int, error) {
-	rows, err := s.db.Query(ctx, `WITH ins AS (
-			INSERT INTO `+s.table+` (topic, partitions, recorded_by) VALUES ($1, $2, $3)
-			ON CONFLICT (topic) DO NOTHING RETURNING partitions)
-		SELECT partitions FROM ins UNION ALL SELECT partitions FROM `+s.table+` WHERE topic = $1 LIMIT 1`,
-		topic, n, recordedByRun)
-	if err != nil {
-		return 0, fmt.Errorf("record the partition count of topic %q in %s: %w", topic, s.table, err)
+	for attempt := 0; ; attempt++ {
+		rows, err := s.db.Query(ctx, `WITH ins AS (
+				INSERT INTO `+s.table+` (topic, partitions, recorded_by) VALUES ($1, $2, $3)
+				ON CONFLICT (topic) DO NOTHING RETURNING partitions)
+			SELECT partitions FROM ins UNION ALL SELECT partitions FROM `+s.table+` WHERE topic = $1 LIMIT 1`,
+			topic, n, recordedByRun)
+		var got int32
+		if err == nil {
+			got, err = pgx.CollectExactlyOneRow(rows, pgx.RowTo[int32])
+		}
+		if errors.Is(err, pgx.ErrNoRows) && attempt == 0 {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("record the partition count of topic %q in %s: %w", topic, s.table, err)
+		}
+		return int(got), nil
 	}
-	got, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[int32])
-	if err != nil {
-		return 0, fmt.Errorf("record the partition count of topic %q in %s: %w", topic, s.table, err)
-	}
-	return int(got), nil
 }
 
 // Layout is one row of the topics table.
