@@ -132,9 +132,12 @@ func readFacts(ctx context.Context, conn *pgx.Conn, cfg *Config) *facts {
 	return f
 }
 
+// haSQL counts the physical walsenders as standbys: those connected to no
+// database (a logical walsender is connected to one, whatever it does:
+// streaming, exporting a snapshot, or releasing its slot as it exits).
+// datid is visible to any role, unlike most of pg_stat_replication.
 const haSQL = `SELECT pg_is_in_recovery(),
-	(SELECT count(*) FROM pg_stat_replication r WHERE NOT EXISTS
-		(SELECT 1 FROM pg_replication_slots s WHERE s.slot_type = 'logical' AND s.active_pid = r.pid)),
+	(SELECT count(*) FROM pg_stat_replication r JOIN pg_stat_activity a ON a.pid = r.pid WHERE a.datid IS NULL),
 	coalesce((SELECT array_agg(slot_name::text ORDER BY slot_name) FROM pg_replication_slots WHERE slot_type = 'physical'), '{}'),
 	current_setting('synchronized_standby_slots', true),
 	current_setting('idle_replication_slot_timeout', true)`
