@@ -32,11 +32,25 @@ END $$`
 // fixture's database and returns adminURL with RelayRole's credentials.
 func (f *Fixture) ensureRelayRole(ctx context.Context, adminURL string) string {
 	f.t.Helper()
-	if _, err := f.DB.Exec(ctx, roleSQL); err != nil {
+	// Fixtures of parallel tests (and of other packages) do this at once:
+	// two GRANTs on one database fail with "tuple concurrently updated",
+	// so one transaction at a time holds the lock.
+	tx, err := f.DB.Begin(ctx)
+	if err != nil {
 		f.t.Fatalf("create role %s: %v", RelayRole, err)
 	}
-	if _, err := f.DB.Exec(ctx, "DO $$ BEGIN EXECUTE format('GRANT CONNECT ON DATABASE %I TO "+RelayRole+"', current_database()); END $$"); err != nil {
-		f.t.Fatalf("grant connect to %s: %v", RelayRole, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
+	for _, step := range []struct{ what, sql string }{
+		{"lock", "SELECT pg_advisory_xact_lock(hashtext('walrelay test role'))"},
+		{"create role " + RelayRole, roleSQL},
+		{"grant connect to " + RelayRole, "DO $$ BEGIN EXECUTE format('GRANT CONNECT ON DATABASE %I TO " + RelayRole + "', current_database()); END $$"},
+	} {
+		if _, err := tx.Exec(ctx, step.sql); err != nil {
+			f.t.Fatalf("%s: %v", step.what, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		f.t.Fatalf("create role %s: %v", RelayRole, err)
 	}
 	return RoleURL(f.t, adminURL, RelayRole, RelayPassword)
 }
