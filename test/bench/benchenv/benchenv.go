@@ -26,16 +26,57 @@ import (
 // build tags (comma-separated, may be empty). It is a plain build:
 // harness.Build adds -race, which would measure the race detector.
 func Build(dir, name, tags string) (string, error) {
+	return BuildPkg(dir, name, tags, "./cmd/walrelay")
+}
+
+// BuildPkg builds the command pkg (a path relative to the repository root)
+// as dir/name, with the build tags tags.
+func BuildPkg(dir, name, tags, pkg string) (string, error) {
 	out := filepath.Join(dir, name)
 	args := []string{"build", "-o", out}
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
-	cmd := exec.Command("go", append(args, "./cmd/walrelay")...)
+	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Dir = harness.RepoRoot()
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("build %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// BuildAt builds ./cmd/walrelay as it was at the git revision rev (a
+// commit, tag or branch of this repository) as dir/name: the drain
+// benchmark's side-by-side baseline (WALRELAY_BENCH_BASELINE).
+func BuildAt(dir, name, rev string) (string, error) {
+	src, err := os.MkdirTemp(dir, "src-")
+	if err != nil {
+		return "", err
+	}
+	archive := exec.Command("git", "archive", "--format=tar", rev)
+	archive.Dir = harness.RepoRoot()
+	untar := exec.Command("tar", "-x", "-C", src)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	untar.Stdin, archive.Stderr, untar.Stderr = pipe, os.Stderr, os.Stderr
+	if err := untar.Start(); err != nil {
+		return "", err
+	}
+	if err := archive.Run(); err != nil {
+		return "", fmt.Errorf("git archive %s: %w", rev, err)
+	}
+	if err := untar.Wait(); err != nil {
+		return "", fmt.Errorf("unpack %s: %w", rev, err)
+	}
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/walrelay")
+	cmd.Dir = src
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build %s at %s: %w", name, rev, err)
 	}
 	return out, nil
 }

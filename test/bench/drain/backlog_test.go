@@ -17,14 +17,14 @@ import (
 )
 
 // backlog is one shape's outbox table, loaded, with its publication and the
-// four slots per round that read it: all removed in t.Cleanup.
+// slots of every run of every round that read it: all removed in t.Cleanup.
 type backlog struct {
 	pgURL, brokers string
 	db             *pgxpool.Pool
 	id             string
 	table          string
 	publication    string
-	slots          []string // runCount per round, by run: pg_recvlogical, discarding walrelay, walrelay to Kafka, pg_recvlogical
+	slots          []string // runCount per round, by run (drain_test.go)
 	start, end     pglogrepl.LSN
 	payloadBytes   int64
 }
@@ -39,7 +39,7 @@ func newBacklog(ctx context.Context, t *testing.T, pgURL, brokers string, rounds
 	b := &backlog{pgURL: pgURL, brokers: brokers, db: pg.Pool, id: id, table: "drain_" + id, publication: "drain_pub_" + id}
 	for round := range rounds {
 		for run := range runCount {
-			b.slots = append(b.slots, fmt.Sprintf("drain_%s_%d_%s", id, round, [...]string{"recv", "discard", "kafka", "recv2"}[run]))
+			b.slots = append(b.slots, fmt.Sprintf("drain_%s_%d_%s", id, round, [...]string{"recv", "go", "discard", "kafka", "prev", "recv2"}[run]))
 		}
 	}
 	for _, s := range b.slots {

@@ -7,23 +7,29 @@
 // one huge transaction) and payload size, it loads one outbox table whose
 // publication a set of logical slots (pgoutput) read, all created before
 // the load, so every run below drains byte-for-byte the same WAL. A round
-// is four runs, each on a slot of its own:
+// is these runs, each on a slot of its own:
 //
 //  1. pg_recvlogical to /dev/null, up to the end position: PostgreSQL's own
 //     client, the decode limit.
-//  2. walrelay built with -tags walrelay_discard: decodes and confirms, but
+//  2. goreader (test/bench/goreader): a minimal pgoutput client in Go, the
+//     other reference for the CPU a walsender spends per message.
+//  3. walrelay built with -tags walrelay_discard: decodes and confirms, but
 //     acknowledges every message at once instead of producing it.
-//  3. walrelay as shipped, to the rig's Kafka (RequireAll), whose topic
+//  4. walrelay as shipped, to the rig's Kafka (RequireAll), whose topic
 //     must then hold exactly one record per row.
-//  4. pg_recvlogical again: the baseline is the faster of runs 1 and 4.
+//  5. only with WALRELAY_BENCH_BASELINE=<git rev>: walrelay built at that
+//     revision, to Kafka, checked the same way: today's binary against
+//     yesterday's, side by side on the same WAL.
+//  6. pg_recvlogical again: the baseline is the faster of runs 1 and 6.
 //
 // A backlog under 500 MB of payload gets three rounds and each run reports
 // its median round (WALRELAY_BENCH_ROUNDS overrides); a larger one, one.
 // Each run is timed from its process's start until it is done (pg_recvlogical
 // exits at --endpos; walrelay has confirmed the end position in the slot),
 // with the child's CPU time (rusage), its peak RSS (VmHWM), the CPU time of
-// the walsender that served it and, for the Kafka run, the broker's. The
-// table goes to $WALRELAY_BENCH_OUT_DIR/drain.md and to the test log.
+// the walsender that served it and, for the Kafka runs, the broker's; a
+// second table gives each per message, and the shortest wall time their
+// sum allows on this machine's CPUs. The tables go to $WALRELAY_BENCH_OUT_DIR/drain.md and to the test log.
 // Nothing is asserted about speed: the test fails only when a run could not
 // be done correctly.
 //

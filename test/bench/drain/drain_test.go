@@ -21,11 +21,14 @@ import (
 // Run indexes into result.runs and backlog.slots. pg_recvlogical runs
 // first and again last: the first run of a shape reads WAL the others then
 // find in the page cache, and the baseline is the faster of the two, so
-// that order favours no one but the baseline.
+// that order favours no one but the baseline. runPrev runs only with
+// WALRELAY_BENCH_BASELINE (main_test.go).
 const (
-	runRecv = iota
-	runDiscard
-	runKafka
+	runRecv    = iota
+	runGo      // goreader, the minimal pgoutput client
+	runDiscard // walrelay -tags walrelay_discard
+	runKafka   // walrelay to Kafka
+	runPrev    // walrelay to Kafka, built at WALRELAY_BENCH_BASELINE
 	runRecv2
 	runCount
 )
@@ -87,21 +90,39 @@ func drainShape(t *testing.T, pgURL, brokers string, s shape, payload int) resul
 		var m [runCount]measure
 		prefix := fmt.Sprintf("drain_%s_%d", b.id, round)
 		m[runRecv] = runRecvlogical(ctx, t, b, b.slot(round, runRecv), within)
+		m[runGo] = runGoreader(ctx, t, b, b.slot(round, runGo), within)
 		m[runDiscard] = runWalrelay(ctx, t, b, discardBin, b.slot(round, runDiscard), prefix+"_discard.{aggregate_type}", within)
-		topic := prefix + ".bench"
-		kafkatest.CreateTopic(t, brokers, topic, partitions) // a drained backlog can be gigabytes
-		m[runKafka] = runWalrelay(ctx, t, b, walrelayBin, b.slot(round, runKafka), prefix+".{aggregate_type}", within)
+		var topics []string
+		for _, run := range []int{runKafka, runPrev} {
+			bin := walrelayBin
+			if run == runPrev {
+				if prevBin == "" {
+					continue
+				}
+				bin = prevBin
+			}
+			name := fmt.Sprintf("%s_%d", prefix, run)
+			topic := name + ".bench"
+			kafkatest.CreateTopic(t, brokers, topic, partitions) // a drained backlog can be gigabytes
+			m[run] = runWalrelay(ctx, t, b, bin, b.slot(round, run), name+".{aggregate_type}", within)
+			topics = append(topics, topic)
+		}
 		m[runRecv2] = runRecvlogical(ctx, t, b, b.slot(round, runRecv2), within)
-		n, err := topicRecords(ctx, brokers, topic)
-		harness.Must(t, err, "count the records of %s", topic)
-		r.records = max(r.records, n)
-		switch {
-		case n < int64(s.rows()):
-			t.Errorf("topic %s holds %d records; want %d (messages are missing)", topic, n, s.rows())
-		case n > int64(s.rows()):
-			t.Logf("topic %s holds %d records for %d rows: %d duplicates", topic, n, s.rows(), n-int64(s.rows()))
+		for _, topic := range topics {
+			n, err := topicRecords(ctx, brokers, topic)
+			harness.Must(t, err, "count the records of %s", topic)
+			r.records = max(r.records, n)
+			switch {
+			case n < int64(s.rows()):
+				t.Errorf("topic %s holds %d records; want %d (messages are missing)", topic, n, s.rows())
+			case n > int64(s.rows()):
+				t.Logf("topic %s holds %d records for %d rows: %d duplicates", topic, n, s.rows(), n-int64(s.rows()))
+			}
 		}
 		for i, m := range m {
+			if i == runPrev && prevBin == "" {
+				continue
+			}
 			t.Logf("round %d %-20s wall %6.2fs (start-up %.2fs)  %9.0f msg/s  cpu %6.2fs  rss %4d MiB  walsender cpu %6.2fs",
 				round+1, runNames[i], m.wall.Seconds(), m.startup.Seconds(), float64(s.rows())/m.wall.Seconds(),
 				m.cpu.Seconds(), m.maxRSS>>20, m.walsender.Seconds())
@@ -141,13 +162,13 @@ func medianRuns(all [][runCount]measure) (out [runCount]measure) {
 	}
 	base := median(func(m [runCount]measure) time.Duration { return min(m[runRecv].wall, m[runRecv2].wall) })
 	out[runRecv], out[runRecv2] = base[runRecv], base[runRecv2]
-	for _, run := range []int{runDiscard, runKafka} {
+	for _, run := range []int{runGo, runDiscard, runKafka, runPrev} {
 		out[run] = median(func(m [runCount]measure) time.Duration { return m[run].wall })[run]
 	}
 	return out
 }
 
-var runNames = [runCount]string{"pg_recvlogical", "walrelay discarding", "walrelay to Kafka", "pg_recvlogical again"}
+var runNames = [runCount]string{"pg_recvlogical", "goreader", "walrelay discarding", "walrelay to Kafka", "baseline to Kafka", "pg_recvlogical again"}
 
 func payloadName(n int) string {
 	if n >= 1<<10 {

@@ -10,11 +10,13 @@ import (
 	"github.com/walrelay/walrelay/test/bench/benchenv"
 )
 
-// The two walrelay binaries under test. Both are plain builds: -race (as
-// harness.Build makes them) would measure the race detector.
+// The binaries under test. All are plain builds: -race (as harness.Build
+// makes them) would measure the race detector.
 var (
 	walrelayBin string // as shipped
 	discardBin  string // -tags walrelay_discard
+	goreaderBin string // test/bench/goreader
+	prevBin     string // walrelay at WALRELAY_BENCH_BASELINE, or none
 )
 
 func TestMain(m *testing.M) {
@@ -30,6 +32,12 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	if walrelayBin, err = benchenv.Build(dir, "walrelay", ""); err == nil {
 		discardBin, err = benchenv.Build(dir, "walrelay-discard", "walrelay_discard")
+	}
+	if err == nil {
+		goreaderBin, err = benchenv.BuildPkg(dir, "goreader", "bench", "./test/bench/goreader")
+	}
+	if rev := os.Getenv("WALRELAY_BENCH_BASELINE"); rev != "" && err == nil {
+		prevBin, err = benchenv.BuildAt(dir, "walrelay-baseline", rev)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "drain:", err)

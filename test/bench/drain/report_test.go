@@ -27,14 +27,16 @@ func report(t *testing.T, pgURL, brokers string, scale float64, results []result
 		fmt.Fprintf(&b, "walrelay ran with the extra flags `%s` (WALRELAY_BENCH_RELAY_FLAGS).\n\n", strings.Join(f, " "))
 	}
 	table(&b, results)
+	b.WriteString("\n")
+	cpuTable(&b, results)
 	b.WriteString(`
 - rows: WALRELAY_BENCH_SCALE times the issue's shape; * = cut so that the shape's WAL stays under ~3 GB.
   Payload: JSON around random base64 text (TOAST cannot compress it), 1000 aggregate ids.
 - Each run drains the same WAL through its own slot, all created before the load; a round runs, in this order:
-  pg_recvlogical (pgoutput, proto_version 1, to /dev/null, --endpos); discard = walrelay built with
+  pg_recvlogical (pgoutput, proto_version 1, to /dev/null, --endpos); goreader (see below); discard = walrelay built with
   -tags walrelay_discard (decodes and confirms, produces nothing); kafka = walrelay as shipped, to a topic of 3
   partitions, acks=all (RequireAll is fixed in the sink; there is no flag), then checked to hold one record per row;
-  pg_recvlogical again. recv is the faster of the two pg_recvlogical runs (both times in the last column):
+  the baseline walrelay to Kafka, if asked for; pg_recvlogical again. recv is the faster of the two pg_recvlogical runs (both times in the last column):
   the first run reads the WAL from disk, the others may find it cached. A backlog of less than 500 MB of
   payload is drained in 3 rounds, each through slots of its own (WALRELAY_BENCH_ROUNDS overrides), and each run
   shows its median round: those runs last seconds, where the machine's noise weighs most.
@@ -48,6 +50,13 @@ func report(t *testing.T, pgURL, brokers string, scale float64, results []result
   walsender CPU s: the server process that decoded for the run (/proc): the decoding is PostgreSQL's, the same
   work in every run. Kafka broker CPU s: the broker's CPU time during the kafka run; on this machine the broker,
   the walsender and walrelay share the two cores, which pg_recvlogical's run does not have to.
+- CPU per message (the second table): each process's CPU time over the rows. walsender: the server process
+  that decoded for recv (pg_recvlogical), go (test/bench/goreader, a minimal pgoutput client: pgproto3's frontend,
+  no decoding), discard and kafka; the lowest of recv and go is the reference (issue 21: walrelay's <= 1.05x of it).
+  walrelay: the relay process itself; broker: the Kafka broker during the kafka run. bound: the kafka run's
+  walsender + walrelay + broker CPU over the machine's CPUs, or the largest of the three if more: on a machine
+  they share, no drain can be faster. baseline (with WALRELAY_BENCH_BASELINE=<git rev>): walrelay built at that
+  revision, to Kafka, in the same rounds; time ratio = kafka's wall time over the baseline's (issue 21: <= 0.6).
 - Targets (issue 7, for payloads up to 1 KB): kafka >= 0.9 and discard >= 0.95 of pg_recvlogical;
   peak RSS < 100 MB on the 1M-row transaction.
 `)
@@ -77,6 +86,44 @@ func table(b *strings.Builder, results []result) {
 			base.walsender.Seconds(), d.walsender.Seconds(), k.walsender.Seconds(), k.broker.Seconds(),
 			r.runs[runRecv].wall.Seconds(), r.runs[runRecv2].wall.Seconds())
 	}
+}
+
+// cpuTable is the CPU each process spent per message, and the kafka run's
+// wall time beside the bound the three processes' CPU sets on it.
+func cpuTable(b *strings.Builder, results []result) {
+	prev := prevBin != ""
+	b.WriteString("| shape | payload | walsender µs/msg recv / go / discard / kafka | walsender kafka / lowest client " +
+		"| walrelay µs/msg discard / kafka | broker µs/msg | kafka: bound s / wall s |")
+	if prev {
+		b.WriteString(" baseline: walsender / walrelay / broker µs/msg | baseline: bound s / wall s | time ratio kafka / baseline |")
+	}
+	b.WriteString("\n|" + strings.Repeat("---|", 7))
+	if prev {
+		b.WriteString(strings.Repeat("---|", 3))
+	}
+	b.WriteString("\n")
+	for _, r := range results {
+		us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(r.shape.rows()) }
+		base, g, d, k, p := r.baseline(), r.runs[runGo], r.runs[runDiscard], r.runs[runKafka], r.runs[runPrev]
+		lowest := min(base.walsender, g.walsender)
+		fmt.Fprintf(b, "| %s | %s | %.1f / %.1f / %.1f / %.1f | %.2f | %.1f / %.1f | %.1f | %.2f / %.2f |",
+			r.shape.name, payloadName(r.payload),
+			us(base.walsender), us(g.walsender), us(d.walsender), us(k.walsender), k.walsender.Seconds()/lowest.Seconds(),
+			us(d.cpu), us(k.cpu), us(k.broker), bound(k).Seconds(), k.wall.Seconds())
+		if prev {
+			fmt.Fprintf(b, " %.1f / %.1f / %.1f | %.2f / %.2f | %.2f |",
+				us(p.walsender), us(p.cpu), us(p.broker), bound(p).Seconds(), p.wall.Seconds(), k.wall.Seconds()/p.wall.Seconds())
+		}
+		b.WriteString("\n")
+	}
+}
+
+// bound is the shortest wall time a walrelay run's CPU allows on this
+// machine: the walsender's, walrelay's and the broker's CPU shared by the
+// machine's CPUs, or the largest of them, which no process can split.
+func bound(m measure) time.Duration {
+	sum := m.walsender + m.cpu + m.broker
+	return max(sum/time.Duration(runtime.NumCPU()), m.walsender, m.cpu, m.broker)
 }
 
 // baseline is the faster of the two pg_recvlogical runs.

@@ -215,6 +215,32 @@ func runRecvlogical(ctx context.Context, t *testing.T, b *backlog, slot string, 
 	return m
 }
 
+// runGoreader drains slot with goreader, the minimal pgoutput client, up
+// to end and times it.
+func runGoreader(ctx context.Context, t *testing.T, b *backlog, slot string, within time.Duration) measure {
+	t.Helper()
+	c := startChild(t, goreaderBin, "-url", b.pgURL, "-slot", slot, "-publication", b.publication, "-endpos", b.end.String())
+	w := &slotWatch{db: b.db, slot: slot}
+	var m measure
+	deadline := time.Now().Add(within)
+	for !c.exited() {
+		c.sampleRSS(&m)
+		if _, err := w.poll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("goreader did not reach %s within %s:\n%s", b.end, within, c.tail(20))
+		}
+		sleepOrDone(c.done, pollInterval)
+	}
+	m.wall, m.walsender = time.Since(c.started), w.cpu
+	if !c.cmd.ProcessState.Success() {
+		t.Fatalf("goreader: %s:\n%s", c.cmd.ProcessState, c.tail(20))
+	}
+	c.usage(&m)
+	return m
+}
+
 // recvlogical is PostgreSQL 15's pg_recvlogical, or one on PATH.
 func recvlogical() string {
 	const debian = "/usr/lib/postgresql/15/bin/pg_recvlogical"
