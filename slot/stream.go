@@ -1,9 +1,12 @@
 package slot
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -26,7 +29,8 @@ type Stream struct {
 	metrics *Metrics
 
 	conn   *pgconn.PgConn
-	server Server // what IDENTIFY_SYSTEM said on conn
+	wire   *wireReader // conn's reader, beneath its frontend
+	server Server      // what IDENTIFY_SYSTEM said on conn
 	// sent is the highest position sent in a status update; positions sent
 	// never move backwards, whatever Position returns.
 	sent pglogrepl.LSN
@@ -151,10 +155,16 @@ func (s *Stream) startReplication(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var wire *wireReader
+	pc.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+		wire = newWireReader(r) // once per host tried: the last one connected
+		return pgproto3.NewFrontend(bufio.NewReaderSize(wire, readBufferSize), w)
+	}
 	conn, err := pgconn.ConnectConfig(ctx, pc)
 	if err != nil {
 		return fmt.Errorf("open replication connection to %s:%d: %w", pc.Host, pc.Port, err)
 	}
+	wire.attach(conn.Conn())
 	ident, err := pglogrepl.IdentifySystem(ctx, conn)
 	if err != nil {
 		conn.Close(context.Background())
@@ -173,26 +183,28 @@ func (s *Stream) startReplication(ctx context.Context) error {
 		conn.Close(context.Background())
 		return fmt.Errorf("start replication on slot %q: %w", s.cfg.Slot, err)
 	}
-	s.conn = conn
+	s.conn, s.wire = conn, wire
 	s.nextStatus = time.Now().Add(s.cfg.StatusInterval)
 	s.nextCheck = time.Now().Add(s.cfg.ConfirmInterval)
 	return nil
 }
 
-// receive reads the stream until ctx is done or it fails.
+// receive reads the stream until ctx is done or it fails. It reads the
+// frontend directly, its deadlines kept by s.wire (wire.go), not through
+// pgconn's ReceiveMessage, which watches a context per message.
 func (s *Stream) receive(ctx context.Context, out chan<- Event, pos Position) error {
+	defer s.wire.arm(ctx)()
 	for {
 		if err := s.statusIfDue(ctx, pos); err != nil {
 			return err
 		}
-		rctx, cancel := context.WithDeadline(ctx, s.wake())
-		msg, err := s.conn.ReceiveMessage(rctx)
-		cancel()
+		s.wire.setWake(s.wake())
+		msg, err := s.conn.Frontend().Receive()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if pgconn.Timeout(err) {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
 				continue
 			}
 			var big *pgproto3.ExceededMaxBodyLenErr
