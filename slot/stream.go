@@ -1,12 +1,9 @@
 package slot
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -29,8 +26,7 @@ type Stream struct {
 	metrics *Metrics
 
 	conn   *pgconn.PgConn
-	wire   *wireReader // conn's reader, beneath its frontend
-	server Server      // what IDENTIFY_SYSTEM said on conn
+	server Server // what IDENTIFY_SYSTEM said on conn
 	// sent is the highest position sent in a status update; positions sent
 	// never move backwards, whatever Position returns.
 	sent pglogrepl.LSN
@@ -155,16 +151,10 @@ func (s *Stream) startReplication(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var wire *wireReader
-	pc.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
-		wire = newWireReader(r) // once per host tried: the last one connected
-		return pgproto3.NewFrontend(bufio.NewReaderSize(wire, readBufferSize), w)
-	}
 	conn, err := pgconn.ConnectConfig(ctx, pc)
 	if err != nil {
 		return fmt.Errorf("open replication connection to %s:%d: %w", pc.Host, pc.Port, err)
 	}
-	wire.attach(conn.Conn())
 	ident, err := pglogrepl.IdentifySystem(ctx, conn)
 	if err != nil {
 		conn.Close(context.Background())
@@ -183,28 +173,26 @@ func (s *Stream) startReplication(ctx context.Context) error {
 		conn.Close(context.Background())
 		return fmt.Errorf("start replication on slot %q: %w", s.cfg.Slot, err)
 	}
-	s.conn, s.wire = conn, wire
+	s.conn = conn
 	s.nextStatus = time.Now().Add(s.cfg.StatusInterval)
 	s.nextCheck = time.Now().Add(s.cfg.ConfirmInterval)
 	return nil
 }
 
-// receive reads the stream until ctx is done or it fails. It reads the
-// frontend directly, its deadlines kept by s.wire (wire.go), not through
-// pgconn's ReceiveMessage, which watches a context per message.
+// receive reads the stream until ctx is done or it fails.
 func (s *Stream) receive(ctx context.Context, out chan<- Event, pos Position) error {
-	defer s.wire.arm(ctx)()
 	for {
 		if err := s.statusIfDue(ctx, pos); err != nil {
 			return err
 		}
-		s.wire.setWake(s.wake())
-		msg, err := s.conn.Frontend().Receive()
+		rctx, cancel := context.WithDeadline(ctx, s.wake())
+		msg, err := s.conn.ReceiveMessage(rctx)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if errors.Is(err, os.ErrDeadlineExceeded) {
+			if pgconn.Timeout(err) {
 				continue
 			}
 			var big *pgproto3.ExceededMaxBodyLenErr
