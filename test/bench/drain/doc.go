@@ -29,7 +29,8 @@
 // with the child's CPU time (rusage), its peak RSS (VmHWM), the CPU time of
 // the walsender that served it and, for the Kafka runs, the broker's; a
 // second table gives each per message, and the shortest wall time their
-// sum allows on this machine's CPUs. The tables go to $WALRELAY_BENCH_OUT_DIR/drain.md and to the test log.
+// sum allows on this machine's CPUs. The tables go to
+// $WALRELAY_BENCH_OUT_DIR/drain.md and to the test log.
 // Nothing is asserted about speed: the test fails only when a run could not
 // be done correctly.
 //
