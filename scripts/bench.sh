@@ -8,6 +8,8 @@
 #                          full run, about half an hour); 0.1 for a quick look
 #   BENCH                  which parts: any of drain latency recover micro (default all)
 #   BENCH_OUT              where BENCHMARKS.md goes (default the repository's)
+#   WALRELAY_BENCH_BASELINE a git revision: the drain also runs walrelay built
+#                          there, to Kafka, side by side (issue 21)
 #
 # The benchmarks are Go tests behind the build tag `bench` (test/bench/...):
 # they fail when a run could not complete correctly (a message missing, the
