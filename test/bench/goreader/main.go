@@ -7,7 +7,7 @@
 // the keepalives that ask for a reply, and exits at the end position,
 // confirming it.
 //
-//	goreader -url URL -slot S -publication P -endpos LSN
+//	goreader -url URL -slot S -publication P -endpos LSN [-option "binary 'true'"]...
 package main
 
 import (
@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -26,8 +27,10 @@ func main() {
 	slot := flag.String("slot", "", "logical replication slot (pgoutput)")
 	pub := flag.String("publication", "", "publication")
 	end := flag.String("endpos", "", "stop at this WAL position")
+	var options pluginArgs
+	flag.Var(&options, "option", "a further pgoutput option, as START_REPLICATION takes it (repeatable): \"binary 'true'\"")
 	flag.Parse()
-	n, err := run(context.Background(), *url, *slot, *pub, *end)
+	n, err := run(context.Background(), *url, *slot, *pub, *end, options)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "goreader:", err)
 		os.Exit(1)
@@ -35,7 +38,13 @@ func main() {
 	fmt.Fprintf(os.Stderr, "goreader: %d messages\n", n)
 }
 
-func run(ctx context.Context, url, slot, pub, endText string) (int, error) {
+// pluginArgs collects -option flags.
+type pluginArgs []string
+
+func (p *pluginArgs) String() string     { return strings.Join(*p, ", ") }
+func (p *pluginArgs) Set(v string) error { *p = append(*p, v); return nil }
+
+func run(ctx context.Context, url, slot, pub, endText string, options []string) (int, error) {
 	end, err := pglogrepl.ParseLSN(endText)
 	if err != nil {
 		return 0, err
@@ -50,9 +59,15 @@ func run(ctx context.Context, url, slot, pub, endText string) (int, error) {
 		return 0, err
 	}
 	defer conn.Close(ctx)
-	err = pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + pub + "'"},
-	})
+	args := []string{"proto_version '1'", "publication_names '" + pub + "'"}
+	for _, o := range options {
+		if strings.HasPrefix(o, "proto_version") {
+			args[0] = o // the version asked for instead of 1
+		} else {
+			args = append(args, o)
+		}
+	}
+	err = pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: args})
 	if err != nil {
 		return 0, err
 	}
