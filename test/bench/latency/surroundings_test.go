@@ -61,12 +61,20 @@ func (w *watch) end(t *testing.T) surroundings {
 }
 
 // checkpoints is how many checkpoints PostgreSQL has started (timed and
-// requested), from pg_stat_bgwriter (PostgreSQL 15; 17 moved them to
-// pg_stat_checkpointer).
+// requested): from pg_stat_checkpointer on PostgreSQL 17 and later, which
+// moved them there, from pg_stat_bgwriter before.
 func checkpoints(t *testing.T, db *pgxpool.Pool) int64 {
 	t.Helper()
+	ctx := context.Background()
+	var version int
+	err := db.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version)
+	harness.Must(t, err, "read server_version_num")
+	query := "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
+	if version >= 170000 {
+		query = "SELECT num_timed + num_requested FROM pg_stat_checkpointer"
+	}
 	var n int64
-	err := db.QueryRow(context.Background(), "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter").Scan(&n)
-	harness.Must(t, err, "read pg_stat_bgwriter")
+	err = db.QueryRow(ctx, query).Scan(&n)
+	harness.Must(t, err, "read the checkpoint counts")
 	return n
 }
