@@ -65,7 +65,7 @@ func TestDebeziumPreset(t *testing.T) {
 	})
 	exec("CREATE TABLE " + table.Quoted() + debeziumTableSQL)
 	flags := []string{"--preset", "debezium", "--table", table.String(), "--publication", pub}
-	exec(f.WalrelayOK("schema", append(flags, "--grant-to", harness.RelayRole)...))
+	harness.Must(t, harness.ExecGrants(ctx, f.DB, f.WalrelayOK("schema", append(flags, "--grant-to", harness.RelayRole)...)), "apply `walrelay schema` DDL")
 	orders, customers := "order_"+f.ID, "customer_"+f.ID
 	topics := []string{"outbox.event." + orders, "outbox.event." + customers}
 	kafkatest.CreateTopics(t, f.Brokers, 3, topics...)

@@ -57,7 +57,7 @@ func TestDLQVerbs(t *testing.T) {
 	if !exists {
 		t.Fatalf("after init: table %s does not exist; want it created", table)
 	}
-	_, err := f.DB.Exec(ctx, f.WalrelayOK("schema", "--grant-to", harness.RelayRole))
+	err := harness.ExecGrants(ctx, f.DB, f.WalrelayOK("schema", "--grant-to", harness.RelayRole))
 	harness.Must(t, err, "grant %s its privileges", harness.RelayRole)
 
 	st, err := dlq.New(f.DB, table)

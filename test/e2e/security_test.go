@@ -206,7 +206,7 @@ func TestLeastPrivilegeRoleSaysWhatIsMissing(t *testing.T) {
 	}
 
 	ddl := f.WalrelayOK("schema", "--grant-to", harness.RelayRole)
-	exec(ddl)
+	harness.Must(t, harness.ExecGrants(ctx, f.DB, ddl), "apply `walrelay schema` DDL")
 	exec(`REVOKE INSERT, UPDATE ON ` + dl + ` FROM ` + harness.RelayRole)
 	f.WalrelayOK("init")
 	_, report = runCheck(t, f)

@@ -53,7 +53,8 @@ func newShape(t *testing.T, prefix, name, tableSQL string, cols ...string) *efSh
 	})
 	s.exec("CREATE SCHEMA " + schema.QuoteIdentifier(s.table.Schema))
 	s.exec("CREATE TABLE " + s.table.Quoted() + tableSQL)
-	s.exec(f.WalrelayOK("schema", append(s.flags(), "--grant-to", harness.RelayRole)...))
+	err := harness.ExecGrants(context.Background(), f.DB, f.WalrelayOK("schema", append(s.flags(), "--grant-to", harness.RelayRole)...))
+	harness.Must(t, err, "apply `walrelay schema` DDL")
 	return s
 }
 

@@ -85,7 +85,7 @@ func NewWith(t *testing.T, pgURL, brokers string, aggregateTypes ...string) *Fix
 	// The table, publication and grants come from `walrelay schema`, as
 	// users get them, applied by the tables' owner.
 	ddl := f.WalrelayOK("schema", "--grant-to", RelayRole)
-	if _, err := f.DB.Exec(ctx, ddl); err != nil {
+	if err := ExecGrants(ctx, f.DB, ddl); err != nil {
 		t.Fatalf("apply `walrelay schema` DDL: %v", err)
 	}
 	topics := []string{f.TopicPrefix + ".special"}

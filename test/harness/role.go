@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // RelayRole is the least-privilege role the tests run walrelay as, set up
@@ -28,6 +30,29 @@ BEGIN
 EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
 END $$`
 
+// grantLock serializes the GRANTs of parallel tests (and of other
+// packages' tests on the same server): two GRANTs on one object (a
+// database, the schema public) at once fail with "tuple concurrently
+// updated".
+const grantLock = "SELECT pg_advisory_xact_lock(hashtext('walrelay test role'))"
+
+// ExecGrants runs sql, DDL with GRANTs such as `walrelay schema
+// --grant-to`'s, in one transaction holding grantLock.
+func ExecGrants(ctx context.Context, db *pgxpool.Pool, sql string) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
+	if _, err := tx.Exec(ctx, grantLock); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, sql); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
 // ensureRelayRole creates RelayRole if needed, lets it connect to the
 // fixture's database and returns adminURL with RelayRole's credentials.
 func (f *Fixture) ensureRelayRole(ctx context.Context, adminURL string) string {
@@ -41,7 +66,7 @@ func (f *Fixture) ensureRelayRole(ctx context.Context, adminURL string) string {
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
 	for _, step := range []struct{ what, sql string }{
-		{"lock", "SELECT pg_advisory_xact_lock(hashtext('walrelay test role'))"},
+		{"lock", grantLock},
 		{"create role " + RelayRole, roleSQL},
 		{"grant connect to " + RelayRole, "DO $$ BEGIN EXECUTE format('GRANT CONNECT ON DATABASE %I TO " + RelayRole + "', current_database()); END $$"},
 	} {
