@@ -191,35 +191,24 @@ func procCPU(pid int) (time.Duration, bool) {
 // runRecvlogical drains slot with pg_recvlogical up to end and times it.
 func runRecvlogical(ctx context.Context, t *testing.T, b *backlog, slot string, within time.Duration) measure {
 	t.Helper()
-	c := startChild(t, recvlogical(), "-d", b.pgURL, "--start", "-S", slot, "-P", "pgoutput",
+	return runToEnd(ctx, t, b, slot, within, "pg_recvlogical", recvlogical(), "-d", b.pgURL, "--start", "-S", slot, "-P", "pgoutput",
 		"-o", "proto_version=1", "-o", "publication_names="+b.publication,
 		"--endpos="+b.end.String(), "--no-loop", "-f", "/dev/null")
-	w := &slotWatch{db: b.db, slot: slot}
-	var m measure
-	deadline := time.Now().Add(within)
-	for !c.exited() {
-		c.sampleRSS(&m)
-		if _, err := w.poll(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pg_recvlogical did not reach %s within %s:\n%s", b.end, within, c.tail(20))
-		}
-		sleepOrDone(c.done, pollInterval)
-	}
-	m.wall, m.walsender = time.Since(c.started), w.cpu
-	if !c.cmd.ProcessState.Success() {
-		t.Fatalf("pg_recvlogical: %s:\n%s", c.cmd.ProcessState, c.tail(20))
-	}
-	c.usage(&m)
-	return m
 }
 
 // runGoreader drains slot with goreader, the minimal pgoutput client, up
 // to end and times it.
 func runGoreader(ctx context.Context, t *testing.T, b *backlog, slot string, within time.Duration) measure {
 	t.Helper()
-	c := startChild(t, goreaderBin, "-url", b.pgURL, "-slot", slot, "-publication", b.publication, "-endpos", b.end.String())
+	return runToEnd(ctx, t, b, slot, within, "goreader", goreaderBin,
+		"-url", b.pgURL, "-slot", slot, "-publication", b.publication, "-endpos", b.end.String())
+}
+
+// runToEnd runs a client that exits by itself at the backlog's end (name,
+// for the messages: bin with args) on slot, and times it.
+func runToEnd(ctx context.Context, t *testing.T, b *backlog, slot string, within time.Duration, name, bin string, args ...string) measure {
+	t.Helper()
+	c := startChild(t, bin, args...)
 	w := &slotWatch{db: b.db, slot: slot}
 	var m measure
 	deadline := time.Now().Add(within)
@@ -229,13 +218,13 @@ func runGoreader(ctx context.Context, t *testing.T, b *backlog, slot string, wit
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("goreader did not reach %s within %s:\n%s", b.end, within, c.tail(20))
+			t.Fatalf("%s did not reach %s within %s:\n%s", name, b.end, within, c.tail(20))
 		}
 		sleepOrDone(c.done, pollInterval)
 	}
 	m.wall, m.walsender = time.Since(c.started), w.cpu
 	if !c.cmd.ProcessState.Success() {
-		t.Fatalf("goreader: %s:\n%s", c.cmd.ProcessState, c.tail(20))
+		t.Fatalf("%s: %s:\n%s", name, c.cmd.ProcessState, c.tail(20))
 	}
 	c.usage(&m)
 	return m
