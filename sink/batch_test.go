@@ -3,6 +3,8 @@ package sink
 import (
 	"testing"
 	"time"
+
+	"github.com/walrelay/walrelay/schema"
 )
 
 func records(n, wire int, at time.Time) []*record {
@@ -83,5 +85,48 @@ func TestPartitionTake(t *testing.T) {
 	}
 	if p.wire != 0 || len(p.queue) != 0 {
 		t.Errorf("after draining: wire %d, queue %d; want 0, 0", p.wire, len(p.queue))
+	}
+}
+
+func TestLingerGrowsWithLateness(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	cfg := Config{Linger: 5 * time.Millisecond}
+	late := func(d time.Duration) *record {
+		return &record{time: t0, msg: &schema.Message{CommitTime: t0.Add(-d)}}
+	}
+	tests := []struct {
+		name   string
+		r      *record
+		linger time.Duration
+		want   time.Duration
+	}{
+		{"keeping up: as configured", late(8 * time.Millisecond), cfg.Linger, 5 * time.Millisecond},
+		{"a tenth of the lateness", late(200 * time.Millisecond), cfg.Linger, 20 * time.Millisecond},
+		{"at most ten times the setting", late(time.Hour), cfg.Linger, 50 * time.Millisecond},
+		{"a clock behind the server's", late(-time.Second), cfg.Linger, 5 * time.Millisecond},
+		{"unknown commit time", &record{time: t0, msg: &schema.Message{}}, cfg.Linger, 5 * time.Millisecond},
+		{"a bad row", &record{time: t0}, cfg.Linger, 5 * time.Millisecond},
+		{"no linger stays none", late(time.Hour), 0, 0},
+	}
+	for _, tt := range tests {
+		c := Config{Linger: tt.linger}
+		if got := linger(tt.r, &c); got != tt.want {
+			t.Errorf("%s: linger = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+
+	// take waits for the grown linger: a record an hour late, pushed at t0,
+	// is held until t0+50ms unless its batch fills.
+	cfg.BatchMaxMessages, cfg.BatchMaxBytes = 4, 1<<20
+	p := newPartition(topicPartition{"t", 0}, nil)
+	p.push(late(time.Hour))
+	if b, wait, _ := p.take(t0.Add(10*time.Millisecond), false, &cfg); b != nil || wait != 40*time.Millisecond {
+		t.Errorf("backlog: take = %d records, wait %v; want none, wait 40ms", len(b), wait)
+	}
+	for range 3 {
+		p.push(late(time.Hour))
+	}
+	if b, _, _ := p.take(t0.Add(10*time.Millisecond), false, &cfg); len(b) != 4 {
+		t.Errorf("backlog, batch full: take = %d records; want 4 at once", len(b))
 	}
 }

@@ -35,7 +35,10 @@ type Config struct {
 	// Defaults to "": none.
 	MessageIDHeader string
 	// Linger is how long a partition batch waits to fill once its first
-	// message is queued. A full batch goes at once. Defaults to 5ms.
+	// message is queued. A full batch goes at once. Defaults to 5ms. A
+	// message already late when it is published (a backlog draining)
+	// lingers longer: a tenth of its lateness, up to ten times Linger
+	// (DECISIONS.md 38).
 	Linger time.Duration
 	// BatchMaxMessages caps the records of one produce request. Defaults to 500.
 	BatchMaxMessages int

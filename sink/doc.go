@@ -56,7 +56,9 @@
 // partitions only for messages they have not started to send.)
 //
 // A batch is sent when it holds Config.BatchMaxMessages or BatchMaxBytes, or
-// when its oldest message has waited Config.Linger. Publish blocks while
+// when its oldest message has waited Config.Linger, or longer when that
+// message was already late (a tenth of its lateness, at most ten times
+// Config.Linger: a backlog drains in fuller requests). Publish blocks while
 // MaxInFlightMessages or MaxInFlightBytes are in flight (published, not yet
 // acknowledged), so memory stays bounded during an outage; a single message
 // larger than the byte bound goes through when nothing else is in flight.

@@ -53,7 +53,7 @@ func (p *partition) take(now time.Time, closing bool, cfg *Config) (batch []*rec
 		return nil, 0, closing
 	}
 	full := len(p.queue) >= cfg.BatchMaxMessages || batchOverhead+p.wire >= cfg.BatchMaxBytes
-	if wait = p.queue[0].time.Add(cfg.Linger).Sub(now); !full && !closing && wait > 0 {
+	if wait = p.queue[0].time.Add(linger(p.queue[0], cfg)).Sub(now); !full && !closing && wait > 0 {
 		return nil, wait, false
 	}
 	n := batchLen(p.queue, cfg.BatchMaxMessages, cfg.BatchMaxBytes)
@@ -65,6 +65,30 @@ func (p *partition) take(now time.Time, closing bool, cfg *Config) (batch []*rec
 	}
 	p.queue = p.queue[n:]
 	return batch, 0, false
+}
+
+// Lingering grows while a backlog drains (DECISIONS.md 38).
+const (
+	// lingerShare: a record lingers a tenth of how late it already was...
+	lingerShare = 10
+	// lingerGrowth: ...but at most ten times Config.Linger.
+	lingerGrowth = 10
+)
+
+// linger is how long r may wait for its batch to fill: Config.Linger, or,
+// when r was already late when Publish took it (committed that long before),
+// a tenth of that lateness, up to ten times Config.Linger. A backlog then
+// drains in fuller, fewer produce requests, which spares the broker and
+// walrelay a request per handful of records when the topic has many
+// partitions, while a relay that keeps up (records a few milliseconds late)
+// lingers as configured: a message never waits more than a tenth longer
+// than it already has. A record of unknown commit time (a bad row, a
+// message `walrelay recover` read from the table) lingers as configured.
+func linger(r *record, cfg *Config) time.Duration {
+	if r.msg == nil || r.msg.CommitTime.IsZero() {
+		return cfg.Linger
+	}
+	return max(cfg.Linger, min(r.time.Sub(r.msg.CommitTime)/lingerShare, lingerGrowth*cfg.Linger))
 }
 
 // batchLen is how many records from the front of queue make one batch: at

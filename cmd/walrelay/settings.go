@@ -413,7 +413,7 @@ func producerFlags(s *flagSet, o *options) {
 	k := &o.Sink
 	s.str(&k.Source, "ce-source", "CloudEvents source (ce_source header)")
 	s.str(&k.MessageIDHeader, "message-id-header", "also put the message id into a header of this name, beside ce_id (Debezium's consumers read it from id); empty for none")
-	s.dur(&k.Linger, "kafka-linger", "how long a partition batch waits to fill")
+	s.dur(&k.Linger, "kafka-linger", "how long a partition batch waits to fill; up to ten times longer for messages already late (a backlog draining)")
 	s.int(&k.MaxInFlightMessages, "max-in-flight-messages", "messages handed to Kafka but not yet acknowledged, at most")
 	s.int(&k.MaxInFlightBytes, "max-in-flight-bytes", "bytes handed to Kafka but not yet acknowledged, at most")
 	s.int(&k.MaxPayloadBytes, "max-payload-bytes", "largest payload walrelay sends to Kafka; a larger one is a bad message (keep it below the topics' max.message.bytes)")
