@@ -24,23 +24,22 @@ type backlog struct {
 	id             string
 	table          string
 	publication    string
-	slots          []string // runCount per round, by run (drain_test.go)
+	slots          []string // one per run
 	start, end     pglogrepl.LSN
 	payloadBytes   int64
+	rows           int64 // loaded
 }
 
 // newBacklog creates the table and publication from `walrelay schema`, as
-// users get them, then the slots of every round, so that all start before the
-// load and read the same WAL.
-func newBacklog(ctx context.Context, t *testing.T, pgURL, brokers string, rounds int) *backlog {
+// users get them, then slots slots, one for every run of every round, so
+// that all start before the load and read the same WAL.
+func newBacklog(ctx context.Context, t *testing.T, pgURL, brokers string, slots int) *backlog {
 	t.Helper()
 	pg := pgtest.Connect(t, pgURL, "")
 	id := pg.Name
 	b := &backlog{pgURL: pgURL, brokers: brokers, db: pg.Pool, id: id, table: "drain_" + id, publication: "drain_pub_" + id}
-	for round := range rounds {
-		for run := range runCount {
-			b.slots = append(b.slots, fmt.Sprintf("drain_%s_%d_%s", id, round, [...]string{"recv", "go", "discard", "kafka", "prev", "recv2"}[run]))
-		}
+	for i := range slots {
+		b.slots = append(b.slots, fmt.Sprintf("drain_%s_%d", id, i))
 	}
 	for _, s := range b.slots {
 		pg.DropSlot(s)
@@ -65,9 +64,6 @@ func newBacklog(ctx context.Context, t *testing.T, pgURL, brokers string, rounds
 	return b
 }
 
-// slot is the slot of run in round.
-func (b *backlog) slot(round, run int) string { return b.slots[round*runCount+run] }
-
 // fill loads s and notes the end position: the runs drain up to it.
 //
 // The end is the insert position after the load, not pg_current_wal_lsn():
@@ -79,6 +75,7 @@ func (b *backlog) slot(round, run int) string { return b.slots[round*runCount+ru
 func (b *backlog) fill(ctx context.Context, t *testing.T, s shape, payload int) {
 	t.Helper()
 	b.payloadBytes = load(ctx, t, b.pgURL, b.table, s, payload)
+	b.rows = int64(s.rows())
 	b.end = b.lsn(ctx, t, "pg_current_wal_insert_lsn()")
 	poll.Eventually(t, time.Minute, "the server's WAL flushed up to "+b.end.String(), func() (string, bool) {
 		flushed := b.lsn(ctx, t, "pg_current_wal_flush_lsn()")

@@ -34,6 +34,17 @@
 // Nothing is asserted about speed: the test fails only when a run could not
 // be done correctly.
 //
+// Before the first backlog the Kafka broker is warmed up until its JIT
+// compiler is nearly idle (broker_test.go): a young broker spends most of
+// its CPU compiling, which loaded the first cells of a full run with twice
+// the broker CPU of the same cell run alone. Every kafka run reports the
+// compiler's share of the broker's CPU beside it.
+//
+// TestBenchScale (scale_test.go) draws the scale curves of issue 20: the
+// drain rate and the CPU per message against the payload (64 B to 64 KB)
+// and against the topic's partitions (1 to 48), one run per point, to
+// scale.md.
+//
 // Run it with
 //
 //	WALRELAY_BENCH_SCALE=0.02 go test -tags bench -run TestBenchDrain -count=1 -timeout 0 -v ./test/bench/drain

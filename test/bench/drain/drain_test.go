@@ -14,7 +14,6 @@ import (
 
 	"github.com/walrelay/walrelay/test/bench/benchenv"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/kafkatest"
 	"github.com/walrelay/walrelay/test/rig"
 )
 
@@ -49,6 +48,7 @@ func TestBenchDrain(t *testing.T) {
 	pgURL, brokers := harness.Services(t)
 	scale := benchenv.Scale(t)
 	kafkaPid = rig.KafkaPid(t)
+	warmBroker(t, brokers)
 	loadBefore := benchenv.LoadAverage()
 	var results []result
 	for _, s := range shapes {
@@ -76,7 +76,8 @@ func TestBenchDrain(t *testing.T) {
 func drainShape(t *testing.T, pgURL, brokers string, s shape, payload int) result {
 	ctx := context.Background()
 	rounds := roundsFor(t, s, payload)
-	b := newBacklog(ctx, t, pgURL, brokers, rounds)
+	b := newBacklog(ctx, t, pgURL, brokers, rounds*runCount)
+	slot := func(round, run int) string { return b.slots[round*runCount+run] }
 	began := time.Now()
 	b.fill(ctx, t, s, payload)
 	t.Logf("loaded %d rows (%d transactions) of ~%d B in %s: WAL %s..%s (%.1f MB); %d round(s)",
@@ -89,10 +90,9 @@ func drainShape(t *testing.T, pgURL, brokers string, s shape, payload int) resul
 	for round := range rounds {
 		var m [runCount]measure
 		prefix := fmt.Sprintf("drain_%s_%d", b.id, round)
-		m[runRecv] = runRecvlogical(ctx, t, b, b.slot(round, runRecv), within)
-		m[runGo] = runGoreader(ctx, t, b, b.slot(round, runGo), within)
-		m[runDiscard] = runWalrelay(ctx, t, b, discardBin, b.slot(round, runDiscard), prefix+"_discard.{aggregate_type}", within)
-		var topics []string
+		m[runRecv] = runRecvlogical(ctx, t, b, slot(round, runRecv), within)
+		m[runGo] = runGoreader(ctx, t, b, slot(round, runGo), within)
+		m[runDiscard] = runWalrelay(ctx, t, b, discardBin, slot(round, runDiscard), prefix+"_discard.{aggregate_type}", within)
 		for _, run := range []int{runKafka, runPrev} {
 			bin := walrelayBin
 			if run == runPrev {
@@ -101,31 +101,18 @@ func drainShape(t *testing.T, pgURL, brokers string, s shape, payload int) resul
 				}
 				bin = prevBin
 			}
-			name := fmt.Sprintf("%s_%d", prefix, run)
-			topic := name + ".bench"
-			kafkatest.CreateTopic(t, brokers, topic, partitions) // a drained backlog can be gigabytes
-			m[run] = runWalrelay(ctx, t, b, bin, b.slot(round, run), name+".{aggregate_type}", within)
-			topics = append(topics, topic)
-		}
-		m[runRecv2] = runRecvlogical(ctx, t, b, b.slot(round, runRecv2), within)
-		for _, topic := range topics {
-			n, err := topicRecords(ctx, brokers, topic)
-			harness.Must(t, err, "count the records of %s", topic)
+			var n int64
+			m[run], n = runToKafka(ctx, t, b, bin, slot(round, run), fmt.Sprintf("%s_%d", prefix, run), partitions, within)
 			r.records = max(r.records, n)
-			switch {
-			case n < int64(s.rows()):
-				t.Errorf("topic %s holds %d records; want %d (messages are missing)", topic, n, s.rows())
-			case n > int64(s.rows()):
-				t.Logf("topic %s holds %d records for %d rows: %d duplicates", topic, n, s.rows(), n-int64(s.rows()))
-			}
 		}
+		m[runRecv2] = runRecvlogical(ctx, t, b, slot(round, runRecv2), within)
 		for i, m := range m {
 			if i == runPrev && prevBin == "" {
 				continue
 			}
-			t.Logf("round %d %-20s wall %6.2fs (start-up %.2fs)  %9.0f msg/s  cpu %6.2fs  rss %4d MiB  walsender cpu %6.2fs",
+			t.Logf("round %d %-20s wall %6.2fs (start-up %.2fs)  %9.0f msg/s  cpu %6.2fs  rss %4d MiB  walsender cpu %6.2fs  broker cpu %5.2fs (JIT %4.2fs)",
 				round+1, runNames[i], m.wall.Seconds(), m.startup.Seconds(), float64(s.rows())/m.wall.Seconds(),
-				m.cpu.Seconds(), m.maxRSS>>20, m.walsender.Seconds())
+				m.cpu.Seconds(), m.maxRSS>>20, m.walsender.Seconds(), m.broker.Seconds(), m.brokerJIT.Seconds())
 		}
 		all = append(all, m)
 	}

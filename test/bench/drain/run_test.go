@@ -35,6 +35,7 @@ type measure struct {
 	maxRSS    int64         // the child's peak RSS (VmHWM), bytes
 	walsender time.Duration // CPU time of the walsender that served the run
 	broker    time.Duration // CPU time of the Kafka broker during the run (walrelay runs)
+	brokerJIT time.Duration // of it, its JIT compiler's (brokerJIT)
 }
 
 // child is one measured process, its output captured.
@@ -169,8 +170,12 @@ func (w *slotWatch) poll(ctx context.Context) (pglogrepl.LSN, error) {
 }
 
 // procCPU is the user + system time of pid from /proc/<pid>/stat.
-func procCPU(pid int) (time.Duration, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+func procCPU(pid int) (time.Duration, bool) { return statCPU(fmt.Sprintf("/proc/%d/stat", pid)) }
+
+// statCPU is the user + system time in a /proc stat file, a process's or
+// one of its threads' (/proc/<pid>/task/<tid>/stat).
+func statCPU(path string) (time.Duration, bool) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false
 	}
@@ -248,6 +253,7 @@ func runWalrelay(ctx context.Context, t *testing.T, b *backlog, bin, slot, topic
 		"--table", "public." + b.table, "--publication", b.publication, "--slot", slot,
 		"--topic-template", topicTemplate, "--metrics-addr", ""}
 	brokerBefore, brokerKnown := procCPU(kafkaPid)
+	jitBefore := brokerJIT(kafkaPid)
 	c := startChild(t, bin, append(args, relayFlags()...)...)
 	w := &slotWatch{db: b.db, slot: slot}
 	var m measure
@@ -271,7 +277,7 @@ func runWalrelay(ctx context.Context, t *testing.T, b *backlog, bin, slot, topic
 	}
 	m.wall, m.walsender = time.Since(c.started), w.cpu
 	if after, ok := procCPU(kafkaPid); ok && brokerKnown {
-		m.broker = after - brokerBefore
+		m.broker, m.brokerJIT = after-brokerBefore, brokerJIT(kafkaPid)-jitBefore
 	}
 	c.sampleRSS(&m)
 	if at, ok := c.out.startedAt(); ok {
