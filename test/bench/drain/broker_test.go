@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,4 +130,34 @@ func produce(client *kafka.Client, topic string, partition int, records []kafka.
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// settle brings the machine to the same state before each backlog's runs:
+// the page cache's dirty pages written out (sync: the load's WAL and heap,
+// the previous shape's Kafka logs, gigabytes at 16 KB, which the kernel
+// would otherwise write back during the runs) and the broker idle (the
+// previous shape's topics are deleted when it ends, and their files a
+// second later: file.delete.delay.ms in scripts/kafka/server.properties).
+// In a full run before this, the deletion of a 16 KB shape's 3 GB topic
+// landed in the next shape's kafka runs and doubled the broker's CPU there.
+func settle(t *testing.T) {
+	t.Helper()
+	began := time.Now()
+	syscall.Sync()
+	synced := time.Since(began)
+	const (
+		sample  = 500 * time.Millisecond
+		idle    = sample / 10 // of the broker's CPU: a tenth of a core
+		atMost  = 30 * time.Second
+		atLeast = 1500 * time.Millisecond // the deletion's delay, and some
+	)
+	for time.Since(began) < atMost {
+		before, ok := procCPU(kafkaPid)
+		time.Sleep(sample)
+		after, ok2 := procCPU(kafkaPid)
+		if !ok || !ok2 || after-before < idle && time.Since(began) >= atLeast {
+			break
+		}
+	}
+	t.Logf("settled in %s (sync %s)", time.Since(began).Round(time.Millisecond), synced.Round(time.Millisecond))
 }

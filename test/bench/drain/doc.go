@@ -38,7 +38,10 @@
 // compiler is nearly idle (broker_test.go): a young broker spends most of
 // its CPU compiling, which loaded the first cells of a full run with twice
 // the broker CPU of the same cell run alone. Every kafka run reports the
-// compiler's share of the broker's CPU beside it.
+// compiler's share of the broker's CPU beside it. After each load, the
+// machine settles before the runs (settle: sync, and the broker idle with
+// the previous shape's topics deleted), so that no run pays for another's
+// leftovers.
 //
 // TestBenchScale (scale_test.go) draws the scale curves of issue 20: the
 // drain rate and the CPU per message against the payload (64 B to 64 KB)

@@ -82,6 +82,7 @@ func drainShape(t *testing.T, pgURL, brokers string, s shape, payload int) resul
 	b.fill(ctx, t, s, payload)
 	t.Logf("loaded %d rows (%d transactions) of ~%d B in %s: WAL %s..%s (%.1f MB); %d round(s)",
 		s.rows(), s.txns, payload, time.Since(began).Round(time.Millisecond), b.start, b.end, float64(b.end-b.start)/1e6, rounds)
+	settle(t)
 	r := result{shape: s, payload: payload, walBytes: int64(b.end - b.start), payloadBytes: b.payloadBytes, rounds: rounds}
 	// A hang guard, not a target: far slower than any run should be.
 	within := 5*time.Minute + time.Duration(s.rows())*5*time.Millisecond

@@ -52,7 +52,8 @@ func report(t *testing.T, pgURL, brokers string, scale float64, results []result
   the walsender and walrelay share the two cores, which pg_recvlogical's run does not have to. (JIT): of it, the
   JVM's compiler threads'. Before the first shape the broker is warmed up (records of every payload size through
   kafka-go, as the sink sends them) until compiling takes under a tenth of its CPU: a young broker spends most of
-  its CPU compiling, and the first shapes would pay for what the later ones are spared.
+  its CPU compiling, and the first shapes would pay for what the later ones are spared. After each load the
+  machine settles before the runs: dirty pages written (sync) and the broker idle, its previous topics deleted.
 - CPU per message (the second table): each process's CPU time over the rows. walsender: the server process
   that decoded for recv (pg_recvlogical), go (test/bench/goreader, a minimal pgoutput client: pgproto3's frontend,
   no decoding), discard and kafka; the lowest of recv and go is the reference (issue 21: walrelay's <= 1.05x of it).

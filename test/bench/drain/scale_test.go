@@ -76,6 +76,7 @@ func drainPoints(t *testing.T, pgURL, brokers string, rows, payload int, parts [
 	ctx := context.Background()
 	b := newBacklog(ctx, t, pgURL, brokers, 1+len(parts))
 	b.fill(ctx, t, shape{txns: rows, perTxn: 1}, payload)
+	settle(t)
 	within := 5*time.Minute + time.Duration(rows)*5*time.Millisecond
 	recv := runRecvlogical(ctx, t, b, b.slots[0], within)
 	t.Logf("%d rows of %s: pg_recvlogical %.2fs", rows, payloadName(payload), recv.wall.Seconds())
