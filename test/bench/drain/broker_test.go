@@ -17,6 +17,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/walrelay/walrelay/test/bench/benchenv"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/kafkatest"
 )
@@ -37,7 +38,7 @@ func brokerJIT(pid int) time.Duration {
 		if err != nil || !bytes.Contains(comm, []byte("CompilerThre")) {
 			continue
 		}
-		if cpu, ok := statCPU(task + "/stat"); ok {
+		if cpu, ok := benchenv.StatCPU(task + "/stat"); ok {
 			sum += cpu
 		}
 	}
@@ -74,7 +75,7 @@ func warmBroker(t *testing.T, brokers string) {
 	var shares []string
 	calm := 0
 	for round := range maxRounds {
-		cpu0, _ := procCPU(kafkaPid)
+		cpu0, _ := benchenv.ProcCPU(kafkaPid)
 		jit0 := brokerJIT(kafkaPid)
 		var wg sync.WaitGroup
 		errs := make(chan error, partitions)
@@ -98,7 +99,7 @@ func warmBroker(t *testing.T, brokers string) {
 		wg.Wait()
 		close(errs)
 		harness.Must(t, <-errs, "warm the broker up")
-		cpu1, _ := procCPU(kafkaPid)
+		cpu1, _ := benchenv.ProcCPU(kafkaPid)
 		jit := brokerJIT(kafkaPid) - jit0
 		share := 100 * float64(jit) / float64(max(cpu1-cpu0, time.Millisecond))
 		shares = append(shares, fmt.Sprintf("%.0f%%", share))
@@ -152,9 +153,9 @@ func settle(t *testing.T) {
 		atLeast = 1500 * time.Millisecond // the deletion's delay, and some
 	)
 	for time.Since(began) < atMost {
-		before, ok := procCPU(kafkaPid)
+		before, ok := benchenv.ProcCPU(kafkaPid)
 		time.Sleep(sample)
-		after, ok2 := procCPU(kafkaPid)
+		after, ok2 := benchenv.ProcCPU(kafkaPid)
 		if !ok || !ok2 || after-before < idle && time.Since(began) >= atLeast {
 			break
 		}

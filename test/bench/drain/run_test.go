@@ -17,15 +17,13 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walrelay/walrelay/test/bench/benchenv"
 )
 
 // pollInterval is how often a run's slot is read: the end of a walrelay run
 // is known this late at most.
 const pollInterval = 20 * time.Millisecond
-
-// clockTicks is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
-// every Linux this runs on).
-const clockTicks = 100
 
 // measure is what one run cost.
 type measure struct {
@@ -162,35 +160,11 @@ func (w *slotWatch) poll(ctx context.Context) (pglogrepl.LSN, error) {
 		return 0, fmt.Errorf("read slot %s: %w", w.slot, err)
 	}
 	if pid != nil {
-		if cpu, ok := procCPU(int(*pid)); ok {
+		if cpu, ok := benchenv.ProcCPU(int(*pid)); ok {
 			w.cpu = cpu
 		}
 	}
 	return pglogrepl.ParseLSN(confirmed)
-}
-
-// procCPU is the user + system time of pid from /proc/<pid>/stat.
-func procCPU(pid int) (time.Duration, bool) { return statCPU(fmt.Sprintf("/proc/%d/stat", pid)) }
-
-// statCPU is the user + system time in a /proc stat file, a process's or
-// one of its threads' (/proc/<pid>/task/<tid>/stat).
-func statCPU(path string) (time.Duration, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	// The command name (field 2) may hold spaces; count from after it.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0, false
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, true
 }
 
 // runRecvlogical drains slot with pg_recvlogical up to end and times it.
@@ -252,7 +226,7 @@ func runWalrelay(ctx context.Context, t *testing.T, b *backlog, bin, slot, topic
 		"--postgres-url", b.pgURL, "--kafka-brokers", b.brokers,
 		"--table", "public." + b.table, "--publication", b.publication, "--slot", slot,
 		"--topic-template", topicTemplate, "--metrics-addr", ""}
-	brokerBefore, brokerKnown := procCPU(kafkaPid)
+	brokerBefore, brokerKnown := benchenv.ProcCPU(kafkaPid)
 	jitBefore := brokerJIT(kafkaPid)
 	c := startChild(t, bin, append(args, relayFlags()...)...)
 	w := &slotWatch{db: b.db, slot: slot}
@@ -276,7 +250,7 @@ func runWalrelay(ctx context.Context, t *testing.T, b *backlog, bin, slot, topic
 		sleepOrDone(c.done, pollInterval)
 	}
 	m.wall, m.walsender = time.Since(c.started), w.cpu
-	if after, ok := procCPU(kafkaPid); ok && brokerKnown {
+	if after, ok := benchenv.ProcCPU(kafkaPid); ok && brokerKnown {
 		m.broker, m.brokerJIT = after-brokerBefore, brokerJIT(kafkaPid)-jitBefore
 	}
 	c.sampleRSS(&m)

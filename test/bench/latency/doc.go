@@ -20,4 +20,8 @@
 // duplicates are counted. Timings are reported, never asserted. The test
 // runs only with the build tag bench and writes latency.md (see
 // WALRELAY_BENCH_OUT_DIR).
+//
+// TestBenchKnee (knee_test.go) runs the same measure at rising rates until
+// one relay stops keeping up (p99 above 50 ms) or the writer cannot reach
+// the rate, and writes knee.md (issue 20).
 package latency

@@ -122,22 +122,14 @@ func writeReport(t *testing.T, e environment, flags []string, window time.Durati
 	if e.benchScaleSetting != "" {
 		cmd = "WALRELAY_BENCH_SCALE=" + e.benchScaleSetting + " " + cmd
 	}
-	if len(flags) > 0 {
-		cmd = "WALRELAY_BENCH_RELAY_FLAGS='" + strings.Join(flags, " ") + "' " + cmd
-	}
-	relayFlags := "defaults (acks all, --kafka-linger 5ms)"
-	if len(flags) > 0 {
-		relayFlags = "defaults plus `" + strings.Join(flags, " ") + "`"
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Latency at steady load\n\n")
-	fmt.Fprintf(&b, "Reproduce (rig running, `eval \"$(scripts/rig.sh env)\"`): `%s`\n\n", cmd)
-	fmt.Fprintf(&b, "Machine: %d CPUs (`nproc`), %s; PostgreSQL %s, Kafka %s, all on this machine; %s; %s. Load average before the run: %s (other work may share the machine).\n\n",
-		e.cpus, e.cpuModel, e.postgres, e.kafka, e.goVersion, e.date, e.loadBefore)
+	fmt.Fprintf(&b, "Reproduce (rig running, `eval \"$(scripts/rig.sh env)\"`): `%s`\n\n", withRelayFlags(cmd, flags))
+	b.WriteString(e.line() + "\n\n")
 	fmt.Fprintf(&b, "Each rate: a fresh outbox, slot and 3-partition topic; walrelay (plain `go build`) with %s; "+
 		"a writer of single-row autocommit INSERT transactions (~200 B JSON payload, %d aggregates) on %d connections, paced by a schedule; "+
 		"measured window %s after a warm-up, the writer going on at the same rate until after the window. Load average after: %s.\n\n",
-		relayFlags, aggregates, writerConns, window, benchenv.LoadAverage())
+		relaySetting(flags), aggregates, writerConns, window, benchenv.LoadAverage())
 	b.WriteString(tables)
 	b.WriteString(`
 - *histogram*: walrelay_commit_to_ack_seconds, difference of the cumulative buckets scraped at the start and the end of the window (the acks made in the window). It runs from PostgreSQL's commit timestamp to Kafka's acknowledgement. p50/p99/p99.9 are linear interpolations within a bucket (estimates; the true value lies in the bucket shown, ms); *acks <= 50 ms* is read from the 50 ms bucket bound and is exact: it is at least 99% exactly when the issue's target, p99 under 50 ms, holds.
@@ -153,4 +145,27 @@ func writeReport(t *testing.T, e environment, flags []string, window time.Durati
 - Every committed message arrived (a missing one fails the benchmark); *duplicates* counts records read more than once.
 `)
 	benchenv.WriteReport(t, "latency.md", b.String())
+}
+
+// line is the report's sentence on the machine.
+func (e environment) line() string {
+	return fmt.Sprintf("Machine: %d CPUs (`nproc`), %s; PostgreSQL %s, Kafka %s, all on this machine; %s; %s. Load average before the run: %s (other work may share the machine).",
+		e.cpus, e.cpuModel, e.postgres, e.kafka, e.goVersion, e.date, e.loadBefore)
+}
+
+// withRelayFlags prefixes a reproducing command with the run's
+// WALRELAY_BENCH_RELAY_FLAGS, if any.
+func withRelayFlags(cmd string, flags []string) string {
+	if len(flags) == 0 {
+		return cmd
+	}
+	return "WALRELAY_BENCH_RELAY_FLAGS='" + strings.Join(flags, " ") + "' " + cmd
+}
+
+// relaySetting says how walrelay ran, for a report.
+func relaySetting(flags []string) string {
+	if len(flags) == 0 {
+		return "defaults (acks all, --kafka-linger 5ms)"
+	}
+	return "defaults plus `" + strings.Join(flags, " ") + "`"
 }

@@ -4,6 +4,7 @@ package latency
 
 import (
 	"context"
+	"math"
 	"os"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/test/bench/benchenv"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -20,6 +22,7 @@ import (
 // with other work they decide whether a figure describes walrelay.
 type surroundings struct {
 	machineCPU  float64         // busy share of the whole machine's CPU
+	walsender   float64         // the slot's walsender's CPU time over the window's wall time, in cores; NaN if unknown
 	walRate     float64         // bytes of WAL the whole cluster wrote per second
 	checkpoints int64           // PostgreSQL checkpoints that began
 	probe       []time.Duration // Kafka's acknowledgement of a lone record, sorted
@@ -33,6 +36,8 @@ type watch struct {
 	probe *probe
 	nb    *neighbours
 	cpu   cpuTimes
+	wsPID int // the slot's walsender, 0 if unknown
+	wsCPU time.Duration
 	wal   pglogrepl.LSN
 	ckpt  int64
 	start time.Time
@@ -43,16 +48,26 @@ type watch struct {
 func startWatch(t *testing.T, f *harness.Fixture, pr *probe, relayPID int) *watch {
 	t.Helper()
 	pr.take() // drops the warm-up's round trips
-	return &watch{
+	w := &watch{
 		f: f, probe: pr, nb: watchNeighbours(os.Getpid(), relayPID),
 		cpu: readCPU(), wal: f.CurrentLSN(), ckpt: checkpoints(t, f.DB), start: time.Now(),
 	}
+	if pid := walsenderPID(t, f); pid != 0 {
+		if cpu, ok := benchenv.ProcCPU(pid); ok {
+			w.wsPID, w.wsCPU = pid, cpu
+		}
+	}
+	return w
 }
 
 func (w *watch) end(t *testing.T) surroundings {
 	t.Helper()
-	s := surroundings{machineCPU: readCPU().busySince(w.cpu)}
-	s.walRate = float64(w.f.CurrentLSN()-w.wal) / time.Since(w.start).Seconds()
+	s := surroundings{machineCPU: readCPU().busySince(w.cpu), walsender: math.NaN()}
+	elapsed := time.Since(w.start)
+	if cpu, ok := benchenv.ProcCPU(w.wsPID); ok && w.wsPID != 0 {
+		s.walsender = (cpu - w.wsCPU).Seconds() / elapsed.Seconds()
+	}
+	s.walRate = float64(w.f.CurrentLSN()-w.wal) / elapsed.Seconds()
 	s.checkpoints = checkpoints(t, w.f.DB) - w.ckpt
 	s.probe, s.probeErrs = w.probe.take()
 	s.neighbours = w.nb.end()
@@ -77,4 +92,15 @@ func checkpoints(t *testing.T, db *pgxpool.Pool) int64 {
 	err = db.QueryRow(ctx, query).Scan(&n)
 	harness.Must(t, err, "read the checkpoint counts")
 	return n
+}
+
+// walsenderPID is the process of the walsender serving the fixture's slot,
+// or 0 if the slot is not active.
+func walsenderPID(t *testing.T, f *harness.Fixture) int {
+	t.Helper()
+	var pid int
+	err := f.DB.QueryRow(context.Background(),
+		"SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1", f.Slot).Scan(&pid)
+	harness.Must(t, err, "read the walsender of slot %s", f.Slot)
+	return pid
 }
