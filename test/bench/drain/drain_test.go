@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/test/bench/benchenv"
-	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/rig"
 )
 
 // Run indexes into result.runs and backlog.slots. pg_recvlogical runs
@@ -45,11 +43,7 @@ type result struct {
 }
 
 func TestBenchDrain(t *testing.T) {
-	pgURL, brokers := harness.Services(t)
-	scale := benchenv.Scale(t)
-	kafkaPid = rig.KafkaPid(t)
-	warmBroker(t, brokers)
-	loadBefore := benchenv.LoadAverage()
+	pgURL, brokers, scale, loadBefore := setUp(t)
 	var results []result
 	for _, s := range shapes {
 		for _, p := range payloadSizes {

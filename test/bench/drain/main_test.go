@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/walrelay/walrelay/test/bench/benchenv"
+	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/test/rig"
 )
 
 // The binaries under test. All are plain builds: -race (as harness.Build
@@ -44,4 +46,16 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// setUp is what every test of the package starts with: the rig's services,
+// the scale, the broker found and warmed up, and the machine's load before
+// the runs, for the report.
+func setUp(t *testing.T) (pgURL, brokers string, scale float64, loadBefore string) {
+	t.Helper()
+	pgURL, brokers = harness.Services(t)
+	scale = benchenv.Scale(t)
+	kafkaPid = rig.KafkaPid(t)
+	warmBroker(t, brokers)
+	return pgURL, brokers, scale, benchenv.LoadAverage()
 }

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/test/bench/benchenv"
-	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/rig"
 )
 
 // The scale curves (issue 20): how the drain rate and walrelay's CPU per
@@ -44,11 +42,7 @@ type point struct {
 }
 
 func TestBenchScale(t *testing.T) {
-	pgURL, brokers := harness.Services(t)
-	scale := benchenv.Scale(t)
-	kafkaPid = rig.KafkaPid(t)
-	warmBroker(t, brokers)
-	loadBefore := benchenv.LoadAverage()
+	pgURL, brokers, scale, loadBefore := setUp(t)
 	rowsFor := func(payload int) int {
 		return max(1000, int(float64(min(scaleRows, int(scalePayloadBytes)/payload))*scale))
 	}
