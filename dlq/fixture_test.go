@@ -12,6 +12,7 @@ import (
 
 	"github.com/walrelay/walrelay/dlq"
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/slot"
 	"github.com/walrelay/walrelay/test/pgtest"
 )
 
@@ -32,10 +33,10 @@ func newFixture(t *testing.T) *fixture {
 	pg.DropTable(f.table.Quoted())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := dlq.EnsureTable(ctx, f.db, cfg); err != nil {
+	if err := slot.EnsureDeadLetterTable(ctx, f.db, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if err := dlq.EnsureTable(ctx, f.db, cfg); err != nil {
+	if err := slot.EnsureDeadLetterTable(ctx, f.db, cfg); err != nil {
 		t.Fatalf("EnsureTable a second time: got %v; want nil", err)
 	}
 	var err error

@@ -41,39 +41,6 @@ func New(db DB, t schema.Table) (*Store, error) {
 	return &Store{db: db, table: t.Quoted()}, nil
 }
 
-// EnsureTable creates c's dead-letter table and its index
-// (schema.DeadLetterDDL) unless the table exists: then its owner made it,
-// with the same DDL from `walrelay schema`.
-func EnsureTable(ctx context.Context, db DB, c schema.Config) error {
-	ddl, err := schema.DeadLetterDDL(c)
-	if err != nil {
-		return err
-	}
-	t := c.DeadLetterTable()
-	// A role without CREATE on the schema cannot even run CREATE TABLE IF
-	// NOT EXISTS: a table its owner made for it is enough.
-	rows, err := db.Query(ctx, "SELECT to_regclass($1) IS NOT NULL", t.Quoted())
-	if err != nil {
-		return fmt.Errorf("look up dead-letter table %s: %w", t, err)
-	}
-	exists, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[bool])
-	if err != nil {
-		return fmt.Errorf("look up dead-letter table %s: %w", t, err)
-	}
-	if exists {
-		return nil
-	}
-	if _, err := db.Exec(ctx, ddl); err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "42501" {
-			return fmt.Errorf("dead-letter table %s does not exist and this role may not create it (%s): have the outbox table's owner apply %s, or GRANT CREATE ON SCHEMA %s to the role",
-				t, pe.Message, schema.GrantsForRole, schema.QuoteIdentifier(t.Schema))
-		}
-		return fmt.Errorf("create dead-letter table %s: %w", t, err)
-	}
-	return nil
-}
-
 // Table is the dead-letter table, quoted and schema-qualified.
 func (s *Store) Table() string { return s.table }
 

@@ -117,6 +117,16 @@ func EnsureRecoveryTable(ctx context.Context, conn execQuerier, c schema.Config)
 	return EnsureTable(ctx, conn, "recoveries table", c.RecoveryTable(), ddl)
 }
 
+// EnsureDeadLetterTable creates c's dead-letter table
+// (schema.DeadLetterDDL) unless it exists (EnsureTable).
+func EnsureDeadLetterTable(ctx context.Context, conn execQuerier, c schema.Config) error {
+	ddl, err := schema.DeadLetterDDL(c)
+	if err != nil {
+		return err
+	}
+	return EnsureTable(ctx, conn, "dead-letter table", c.DeadLetterTable(), ddl)
+}
+
 // EnsureTopicsTable creates c's topics table (schema.TopicsDDL) unless it
 // exists (EnsureTable).
 func EnsureTopicsTable(ctx context.Context, conn execQuerier, c schema.Config) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/walrelay/walrelay/dlq"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
+	"github.com/walrelay/walrelay/slot"
 	"github.com/walrelay/walrelay/test/kafkatest"
 	"github.com/walrelay/walrelay/test/pgtest"
 	"github.com/walrelay/walrelay/test/rig"
@@ -44,7 +45,7 @@ func newRetryRig(t *testing.T, topicConfig ...kafka.ConfigEntry) *retryRig {
 	cfg.Table.Name = pg.Name
 	table := cfg.DeadLetterTable()
 	pg.DropTable(table.Quoted())
-	if err := dlq.EnsureTable(ctx, r.db, cfg); err != nil {
+	if err := slot.EnsureDeadLetterTable(ctx, r.db, cfg); err != nil {
 		t.Fatal(err)
 	}
 	var err error

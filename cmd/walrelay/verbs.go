@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/walrelay/walrelay/dlq"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
 )
@@ -81,7 +80,7 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // ensureTables creates the dead-letter, recoveries and topics tables,
 // each unless it exists: the tables walrelay writes besides the slot.
 func ensureTables(ctx context.Context, conn *pgx.Conn, c config) error {
-	if err := dlq.EnsureTable(ctx, conn, c.Schema); err != nil {
+	if err := slot.EnsureDeadLetterTable(ctx, conn, c.Schema); err != nil {
 		return err
 	}
 	if err := slot.EnsureRecoveryTable(ctx, conn, c.Schema); err != nil {
