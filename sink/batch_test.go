@@ -40,7 +40,7 @@ func TestPartitionTake(t *testing.T) {
 	cfg := Config{Linger: 5 * time.Millisecond, BatchMaxMessages: 4, BatchMaxBytes: 1 << 20}
 	t0 := time.Unix(1000, 0)
 	newP := func(rs []*record) *partition {
-		p := newPartition(topicPartition{"t", 0}, nil)
+		p := newPartition(topicPartition{"t", 0}, nil, nil)
 		for _, r := range rs {
 			p.push(r)
 		}
@@ -118,7 +118,7 @@ func TestLingerGrowsWithLateness(t *testing.T) {
 	// take waits for the grown linger: a record an hour late, pushed at t0,
 	// is held until t0+50ms unless its batch fills.
 	cfg.BatchMaxMessages, cfg.BatchMaxBytes = 4, 1<<20
-	p := newPartition(topicPartition{"t", 0}, nil)
+	p := newPartition(topicPartition{"t", 0}, nil, nil)
 	p.push(late(time.Hour))
 	if b, wait, _ := p.take(t0.Add(10*time.Millisecond), false, &cfg); b != nil || wait != 40*time.Millisecond {
 		t.Errorf("backlog: take = %d records, wait %v; want none, wait 40ms", len(b), wait)

@@ -11,6 +11,7 @@ import (
 // (NewMetrics) and share them between the sinks of successive sessions.
 type Metrics struct {
 	published        *prometheus.CounterVec // by topic
+	requests         *prometheus.CounterVec // by topic
 	inFlightMessages prometheus.Gauge
 	inFlightBytes    prometheus.Gauge
 	retries          prometheus.Counter
@@ -30,6 +31,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "walrelay_published_messages_total",
 			Help: "Messages acknowledged by Kafka, by topic.",
+		}, []string{"topic"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walrelay_produce_requests_total",
+			Help: "Produce requests Kafka acknowledged, by topic: one per batch of one partition. walrelay_published_messages_total over it is the average batch, which --kafka-linger (how long a batch waits to fill) and the batch bounds (500 records, 512 KiB) set.",
 		}, []string{"topic"}),
 		inFlightMessages: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_sink_in_flight_messages",
@@ -83,7 +88,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, d := range schema.HeaderDrops {
 		m.headersDropped.WithLabelValues(string(d))
 	}
-	err := promreg.Register(reg, "sink metrics", m.published, m.inFlightMessages, m.inFlightBytes, m.retries, m.errors,
+	err := promreg.Register(reg, "sink metrics", m.published, m.requests, m.inFlightMessages, m.inFlightBytes, m.retries, m.errors,
 		m.parked, m.parkFailures, m.blocked, m.headersDropped, m.partitions, m.partitionChange)
 	if err != nil {
 		return nil, err

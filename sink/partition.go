@@ -22,16 +22,17 @@ import (
 // acknowledged.
 type partition struct {
 	topicPartition
-	published prometheus.Counter
-	wake      chan struct{} // capacity 1: a push, or Close
+	published prometheus.Counter // messages Kafka acknowledged
+	requests  prometheus.Counter // produce requests Kafka acknowledged
+	wake      chan struct{}      // capacity 1: a push, or Close
 
 	mu    sync.Mutex
 	queue []*record
 	wire  int // estimated encoded bytes queued
 }
 
-func newPartition(tp topicPartition, published prometheus.Counter) *partition {
-	return &partition{topicPartition: tp, published: published, wake: make(chan struct{}, 1)}
+func newPartition(tp topicPartition, published, requests prometheus.Counter) *partition {
+	return &partition{topicPartition: tp, published: published, requests: requests, wake: make(chan struct{}, 1)}
 }
 
 func (p *partition) push(r *record) {
@@ -341,6 +342,7 @@ func (*recordBytes) Close() error { return nil }
 func (s *Sink) acked(p *partition, batch []*record) {
 	s.inflight.release(len(batch), s.report(batch))
 	p.published.Add(float64(len(batch)))
+	p.requests.Inc()
 }
 
 // report tells onAck, in order, that every record of batch is done

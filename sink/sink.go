@@ -276,7 +276,7 @@ func (s *Sink) enqueue(tp topicPartition, r *record) error {
 	}
 	p := s.parts[tp]
 	if p == nil {
-		p = newPartition(tp, s.m.published.WithLabelValues(tp.topic))
+		p = newPartition(tp, s.m.published.WithLabelValues(tp.topic), s.m.requests.WithLabelValues(tp.topic))
 		s.parts[tp] = p
 		s.unstarted = append(s.unstarted, p)
 		signal(s.runWake)

@@ -194,6 +194,7 @@ func okResponse() *kafka.ProduceResponse { return &kafka.ProduceResponse{} }
 func TestSinkAcksEveryMessageInPartitionOrder(t *testing.T) {
 	const n, keys, partitions = 3000, 37, 5
 	var busy [partitions]atomic.Int32
+	var requests atomic.Int32
 	var mu sync.Mutex
 	sent := map[int][]string{} // partition -> values in send order
 	prod := &fakeProducer{produce: func(ctx context.Context, req *kafka.ProduceRequest) (*kafka.ProduceResponse, error) {
@@ -214,6 +215,7 @@ func TestSinkAcksEveryMessageInPartitionOrder(t *testing.T) {
 		mu.Lock()
 		sent[req.Partition] = append(sent[req.Partition], vs...)
 		mu.Unlock()
+		requests.Add(1)
 		return okResponse(), nil
 	}}
 	cfg := testConfig()
@@ -262,6 +264,9 @@ func TestSinkAcksEveryMessageInPartitionOrder(t *testing.T) {
 	if v := metricValue(t, h.s.m.published.WithLabelValues("outbox.order")); v != n {
 		t.Errorf("published_messages_total = %v; want %d", v, n)
 	}
+	if v, want := metricValue(t, h.s.m.requests.WithLabelValues("outbox.order")), float64(requests.Load()); v != want || v < n/50 {
+		t.Errorf("produce_requests_total = %v; want %v, the requests acknowledged (at least %d: 50 records a batch)", v, want, n/50)
+	}
 	if msgs, bytes := h.s.inflight.load(); msgs != 0 || bytes != 0 {
 		t.Errorf("in flight after drain = %d, %d; want 0, 0", msgs, bytes)
 	}
@@ -300,6 +305,9 @@ func TestSinkRetriesTransientErrorWithSameBatch(t *testing.T) {
 	}
 	if v := metricValue(t, h.s.m.retries); v != 2 {
 		t.Errorf("retries_total = %v; want 2", v)
+	}
+	if v := metricValue(t, h.s.m.requests.WithLabelValues("outbox.order")); v != 1 {
+		t.Errorf("produce_requests_total = %v; want 1: three attempts, one acknowledged", v)
 	}
 }
 
