@@ -96,7 +96,7 @@ func (s *Sink) hold(topic string, recorded, kafka int) {
 	h.recorded, h.kafka = recorded, kafka
 	delete(s.topics, topic)
 	s.mu.Unlock()
-	s.m.partitionChange.WithLabelValues(topic).Set(1)
+	s.m.setHeld(HeldTopic{Topic: topic, Recorded: recorded, Kafka: kafka})
 	s.log.Error("topic's partition count changed: walrelay publishes nothing more to it until the change is accepted, so that no aggregate moves to another partition unnoticed",
 		zap.String("topic", topic), zap.Int("recorded_partitions", recorded), zap.Int("kafka_partitions", kafka),
 		zap.String("fix", fmt.Sprintf("If the change was meant, let the topic's consumers catch up on what walrelay published before it, then record the new count: walrelay topics accept --topic %s (docs/RUNBOOK.md, WalrelayTopicPartitionsChanged).", topic)))

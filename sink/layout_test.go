@@ -108,6 +108,9 @@ func TestGrownTopicIsHeldUntilAccepted(t *testing.T) {
 	if v := metricValue(t, gauge); v != 1 {
 		t.Errorf("walrelay_topic_partition_change_pending = %v while held; want 1", v)
 	}
+	if got, want := fmt.Sprint(h.s.m.Held()), "[{outbox.order 4 8}]"; got != want {
+		t.Errorf("Held() = %s while held; want %s", got, want)
+	}
 	done := publishAsync(h, keys, key(0))
 	h.s.recheckPartitions(context.Background()) // not accepted: still held
 	select {
@@ -131,6 +134,9 @@ func TestGrownTopicIsHeldUntilAccepted(t *testing.T) {
 	}
 	if v := metricValue(t, gauge); v != 0 {
 		t.Errorf("walrelay_topic_partition_change_pending = %v after the accept; want 0", v)
+	}
+	if held := h.s.m.Held(); len(held) != 0 {
+		t.Errorf("Held() = %v after the accept; want none", held)
 	}
 	if v := metricValue(t, h.s.m.partitions.WithLabelValues("outbox.order")); v != 8 {
 		t.Errorf("walrelay_topic_partitions = %v; want 8", v)

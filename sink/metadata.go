@@ -112,7 +112,7 @@ func (s *Sink) routed(topic string, n int) {
 	delete(s.unusable, topic)
 	s.mu.Unlock()
 	s.m.partitions.WithLabelValues(topic).Set(float64(n))
-	s.m.partitionChange.WithLabelValues(topic).Set(0)
+	s.m.setHeld(HeldTopic{Topic: topic, Recorded: n, Kafka: n})
 	s.log.Info("topic routed", zap.String("topic", topic), zap.Int("partitions", n))
 }
 

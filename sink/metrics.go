@@ -1,6 +1,9 @@
 package sink
 
 import (
+	"sort"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/promreg"
@@ -22,12 +25,53 @@ type Metrics struct {
 	headersDropped   *prometheus.CounterVec // by schema.HeaderDrop
 	partitions       *prometheus.GaugeVec   // by topic
 	partitionChange  *prometheus.GaugeVec   // by topic
+
+	heldMu sync.Mutex
+	held   map[string]HeldTopic // what partitionChange shows as 1
+}
+
+// HeldTopic is a topic the sink publishes nothing to because its partition
+// count in Kafka differs from the one recorded for it (DECISIONS.md 36).
+type HeldTopic struct {
+	Topic           string
+	Recorded, Kafka int
+}
+
+// Held is the topics held now, by name: what
+// walrelay_topic_partition_change_pending shows as 1, for /readyz.
+func (m *Metrics) Held() []HeldTopic {
+	m.heldMu.Lock()
+	defer m.heldMu.Unlock()
+	out := make([]HeldTopic, 0, len(m.held))
+	for _, h := range m.held {
+		out = append(out, h)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
+	return out
+}
+
+// setHeld records topic as held (h.Recorded != h.Kafka) or routed.
+func (m *Metrics) setHeld(h HeldTopic) {
+	held := h.Recorded != h.Kafka
+	m.heldMu.Lock()
+	if held {
+		m.held[h.Topic] = h
+	} else {
+		delete(m.held, h.Topic)
+	}
+	m.heldMu.Unlock()
+	v := 0.0
+	if held {
+		v = 1
+	}
+	m.partitionChange.WithLabelValues(h.Topic).Set(v)
 }
 
 // NewMetrics makes the collectors and registers them with reg, all or none;
 // a nil reg keeps them private.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
+		held: map[string]HeldTopic{},
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "walrelay_published_messages_total",
 			Help: "Messages acknowledged by Kafka, by topic.",

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -146,7 +147,7 @@ func (p *process) run(ctx context.Context, ln net.Listener) error {
 	})
 	g.Go(func() error { return p.monitor.Run(monCtx) })
 	if ln != nil {
-		ready := readiness{leader: p.elector.Check, relay: p.relay, monitor: p.monitor}
+		ready := readiness{leader: p.elector.Check, relay: p.relay, monitor: p.monitor, held: p.sinkCfg.Metrics.Held}
 		g.Go(func() error { return serveMetrics(ln, p.reg, ready.check, relayDone) })
 	}
 	return g.Wait()
@@ -218,12 +219,14 @@ func preflight(ctx context.Context, c config, log *zap.Logger, sinkCfg sink.Conf
 }
 
 // readiness is /readyz: a standby is ready (it waits for leadership, as it
-// should); the leader is ready while its replication session streams and
-// the watchdog sees no stall; nobody is ready who cannot read the slot.
+// should); the leader is ready while its replication session streams, no
+// topic is held and the watchdog sees no stall; nobody is ready who cannot
+// read the slot.
 type readiness struct {
 	leader  func() error
 	relay   *relay.Relay
 	monitor *slot.Monitor
+	held    func() []sink.HeldTopic
 }
 
 // check returns "" when ready, else the reason.
@@ -237,10 +240,23 @@ func (r readiness) check() string {
 		return "halted on a message walrelay cannot publish (--on-bad-message halt): " + withFlags(r.relay.Halted())
 	case !r.relay.Streaming():
 		return "leader without a streaming replication session"
-	case r.monitor.Stalled():
+	}
+	if held := r.held(); len(held) > 0 {
+		return heldText(held) // the cause of the stall that follows
+	}
+	if r.monitor.Stalled() {
 		return "replication stalled"
 	}
 	return ""
+}
+
+// heldText says which topics are held and what releases them.
+func heldText(held []sink.HeldTopic) string {
+	parts := make([]string, len(held))
+	for i, h := range held {
+		parts[i] = fmt.Sprintf("%s (recorded %d partitions, Kafka has %d; walrelay topics accept --topic %s)", h.Topic, h.Recorded, h.Kafka, h.Topic)
+	}
+	return "publishing nothing to a topic whose partition count changed: " + strings.Join(parts, ", ")
 }
 
 // serveMetrics serves /metrics, /healthz (the process answers) and /readyz

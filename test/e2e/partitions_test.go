@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -25,7 +26,8 @@ func TestGrownTopicIsHeldUntilAccepted(t *testing.T) {
 	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "order")
 	topic := f.Topic("order")
-	r := f.Start("--partition-check-interval", "1s")
+	metrics := harness.FreePort(t)
+	r := f.Start("--partition-check-interval", "1s", "--metrics-addr", metrics)
 	ctx := context.Background()
 
 	wrote := make(chan error, 1)
@@ -67,6 +69,10 @@ func TestGrownTopicIsHeldUntilAccepted(t *testing.T) {
 			t.Errorf("record %s (key %s) on partition %d before the accept; want %d, its partition of 3", rec.Headers["ce_id"], key, rec.Partition, old(key))
 		}
 	}
+	wantReady := fmt.Sprintf("503 not ready: publishing nothing to a topic whose partition count changed: %s (recorded 3 partitions, Kafka has 6; walrelay topics accept --topic %s)", topic, topic)
+	if got := readyz(t, metrics); got != wantReady {
+		t.Errorf("/readyz while %s is held: %q; want %q", topic, got, wantReady)
+	}
 	list := f.WalrelayOK("topics", "list")
 	t.Logf("walrelay topics list:\n%s", list)
 	if !strings.Contains(list, "held: run walrelay topics accept --topic "+topic) {
@@ -85,6 +91,9 @@ func TestGrownTopicIsHeldUntilAccepted(t *testing.T) {
 	}
 	f.WaitConfirmed(r, end, 2*time.Minute)
 	r.WaitLine(`"topic's partition count change accepted`, time.Second)
+	if got := readyz(t, metrics); got != "200 ready" {
+		t.Errorf("/readyz after the accept: %q; want 200 ready", got)
+	}
 	if code := r.Stop(); code != 0 {
 		t.Fatalf("exit code %d; want 0", code)
 	}
