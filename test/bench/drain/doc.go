@@ -25,7 +25,8 @@
 // A backlog under 500 MB of payload gets three rounds and each run reports
 // its median round (WALRELAY_BENCH_ROUNDS overrides); a larger one, one.
 // Each run is timed from its process's start until it is done (pg_recvlogical
-// exits at --endpos; walrelay has confirmed the end position in the slot),
+// exits at --endpos; walrelay, run with --confirm-interval at the 20 ms the
+// slot is polled at, has confirmed the end position in the slot),
 // with the child's CPU time (rusage), its peak RSS (VmHWM), the CPU time of
 // the walsender that served it and, for the Kafka runs, the broker's; a
 // second table gives each per message, and the shortest wall time their

@@ -225,7 +225,11 @@ func runWalrelay(ctx context.Context, t *testing.T, b *backlog, bin, slot, topic
 	args := []string{"run",
 		"--postgres-url", b.pgURL, "--kafka-brokers", b.brokers,
 		"--table", "public." + b.table, "--publication", b.publication, "--slot", slot,
-		"--topic-template", topicTemplate, "--metrics-addr", ""}
+		"--topic-template", topicTemplate, "--metrics-addr", "",
+		// Confirm at the resolution the end is polled at: with the default
+		// 250 ms a drain's end is rounded up to the next confirmation, a
+		// quarter of a second on cells that drain in 1.3 s.
+		"--confirm-interval", pollInterval.String()}
 	brokerBefore, brokerKnown := benchenv.ProcCPU(kafkaPid)
 	jitBefore := brokerJIT(kafkaPid)
 	c := startChild(t, bin, append(args, relayFlags()...)...)

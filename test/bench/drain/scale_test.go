@@ -124,7 +124,7 @@ func scaleReport(t *testing.T, pgURL, brokers string, scale float64, byPayload, 
   (acks=all, checked to hold a record per row). One run per point: read the curve's shape, not one point's
   second digit.
 - msg/s and MB/s: rows and payload bytes (MB = 10^6 B) over the wall time, from process start until the slot
-  confirmed the end (walrelay) or the process exited at it (pg_recvlogical); ratio = walrelay's over pg_recvlogical's.
+  confirmed the end (walrelay, with --confirm-interval 20ms) or the process exited at it (pg_recvlogical); ratio = walrelay's over pg_recvlogical's.
 - µs/msg: CPU time over rows, of walrelay, of the walsender that decoded for it, and of the Kafka broker during
   the run (of it, the JVM's compiler threads': see the drain table's notes). On this machine all three share
   the same %d cores: where their sum over the cores is near the wall time, the machine is the limit.
