@@ -43,6 +43,30 @@ func TestDDLDefaults(t *testing.T) {
 	}
 }
 
+// An inbox table made when message ids were uuids refuses another id with
+// PostgreSQL's error and the ALTER TABLE that widens it; once widened, the
+// message is handled.
+func TestHandleNamesTheWideningOfAUUIDInbox(t *testing.T) {
+	f := newFixture(t)
+	in := f.newInbox("warehouse")
+	f.exec(`ALTER TABLE ` + f.table.Quoted() + ` ALTER COLUMN message_id TYPE uuid USING message_id::uuid`)
+	m := message(1)
+	m.ID = "order-42" // a text id, as a bigint or text message id column gives
+	_, err := in.Handle(context.Background(), f.db, m, func(context.Context, pgx.Tx, inbox.Message) error {
+		t.Error("the handler ran for a message the inbox could not record")
+		return nil
+	})
+	want := "have its owner run ALTER TABLE " + f.table.Quoted() + " ALTER COLUMN message_id TYPE text"
+	if err == nil || !strings.Contains(err.Error(), "invalid input syntax for type uuid") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Handle = %v; want PostgreSQL's refusal and %q", err, want)
+	}
+	f.exec(`ALTER TABLE ` + f.table.Quoted() + ` ALTER COLUMN message_id TYPE text`)
+	noEffect := func(context.Context, pgx.Tx, inbox.Message) error { return nil } // the effects table takes uuids
+	if applied, err := in.Handle(context.Background(), f.db, m, noEffect); err != nil || !applied {
+		t.Fatalf("Handle after the ALTER = %v, %v; want true, nil", applied, err)
+	}
+}
+
 func TestHandleAppliesOnceAndCountsTheDuplicate(t *testing.T) {
 	f := newFixture(t)
 	in := f.newInbox("warehouse")
