@@ -36,7 +36,7 @@ build:
 
 vet:
 	$(GO) vet ./...
-	$(GO) vet -tags bench ./test/bench/...
+	cd test && $(GO) vet ./... && $(GO) vet -tags faults ./faults && $(GO) vet -tags bench ./bench/...
 	$(GO) vet -tags walrelay_discard ./cmd/walrelay
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.rig/*')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
@@ -54,7 +54,7 @@ unit:
 # Everything, against the real services (started if needed, left running;
 # `make rig-down` stops them).
 test: vet rig-up
-	eval "$$(scripts/rig.sh env)"; $(GO) test -race -count=1 -parallel 4 -timeout 20m ./...
+	eval "$$(scripts/rig.sh env)"; $(GO) test -race -count=1 -parallel 4 -timeout 20m ./... && cd test && $(GO) test -race -count=1 -parallel 4 -timeout 20m ./...
 	$(GO) test -count=1 -tags walrelay_discard -run Discard ./cmd/walrelay
 	$(MAKE) faults
 	$(MAKE) fuzz
@@ -63,12 +63,12 @@ test: vet rig-up
 # The fault-injection suite: it kills and restarts the services, so it runs
 # alone and one test at a time, after the others.
 faults: rig-up
-	eval "$$(scripts/rig.sh env)"; $(GO) test -tags faults -race -count=1 -p 1 -timeout 40m -v ./test/faults
+	eval "$$(scripts/rig.sh env)"; cd test && $(GO) test -tags faults -race -count=1 -p 1 -timeout 40m -v ./faults
 
 # A longer soak of the same suite: more faults, more load, longer outages.
 CHAOS_SCALE ?= 5
 chaos: rig-up
-	eval "$$(scripts/rig.sh env)"; WALRELAY_CHAOS_SCALE=$(CHAOS_SCALE) $(GO) test -tags faults -race -count=1 -p 1 -timeout 180m -v ./test/faults
+	eval "$$(scripts/rig.sh env)"; cd test && WALRELAY_CHAOS_SCALE=$(CHAOS_SCALE) $(GO) test -tags faults -race -count=1 -p 1 -timeout 180m -v ./faults
 
 # The compatibility set on every other supported PostgreSQL, each version
 # on a cluster of its own beside the rig's, COMPAT_JOBS (2) at a time,
@@ -104,7 +104,7 @@ bench: rig-up
 # the table and writes .rig/bench/recover.md (BENCHMARKS.md is left alone).
 # WALRELAY_BENCH_SCALE=0.1 for a quick look.
 bench-recover: rig-up
-	eval "$$(scripts/rig.sh env)"; $(GO) test -tags bench -count=1 -timeout 30m -v -run TestBenchRecover ./test/bench/recover
+	eval "$$(scripts/rig.sh env)"; cd test && $(GO) test -tags bench -count=1 -timeout 30m -v -run TestBenchRecover ./bench/recover
 
 clean:
 	rm -rf bin

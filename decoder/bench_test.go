@@ -3,8 +3,8 @@ package decoder
 import (
 	"testing"
 
+	"github.com/walrelay/walrelay/internal/testkit/pgoutputtest"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/pgoutputtest"
 )
 
 // BenchmarkDecodeInsert decodes one outbox row. Allocations per row beyond

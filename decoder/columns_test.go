@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/walrelay/walrelay/internal/testkit/pgoutputtest"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/pgoutputtest"
 )
 
 // efTable and efColumns are the OutboxMessage entity as EF Core and Npgsql

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/walrelay/walrelay/internal/testkit/pgoutputtest"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/pgoutputtest"
 )
 
 func newDecoder(t testing.TB, cfg Config) *Decoder {

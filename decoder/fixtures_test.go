@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
-	"github.com/walrelay/walrelay/test/pgoutputtest"
+	"github.com/walrelay/walrelay/internal/testkit/pgoutputtest"
 )
 
 // Hand-built pgoutput v1 messages, as the server sends them, come from

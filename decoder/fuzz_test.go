@@ -3,7 +3,7 @@ package decoder
 import (
 	"testing"
 
-	"github.com/walrelay/walrelay/test/pgoutputtest"
+	"github.com/walrelay/walrelay/internal/testkit/pgoutputtest"
 )
 
 // FuzzDecode proves the decoder never panics: a decoder inside a

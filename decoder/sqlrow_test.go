@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testkit/pgoutputtest"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/pgoutputtest"
 )
 
 // customColumns names every field otherwise than the default DDL, for a

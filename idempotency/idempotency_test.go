@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walrelay/walrelay/idempotency"
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/pgtest"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/pgtest"
 )
 
 // fixture is one test's own keys table and orders table (the business
@@ -44,13 +44,13 @@ func newFixture(t *testing.T) *fixture {
 	pg.DropTable(f.keys, f.orders)
 	var err error
 	f.store, err = idempotency.New(idempotency.Config{Table: table})
-	harness.Must(t, err, "new store")
+	testkit.Must(t, err, "new store")
 	for i := 0; i < 2; i++ {
 		_, err := db.Exec(ctx, f.store.DDL())
-		harness.Must(t, err, "apply DDL (time %d)", i+1)
+		testkit.Must(t, err, "apply DDL (time %d)", i+1)
 	}
 	_, err = db.Exec(ctx, "CREATE TABLE "+f.orders+" (id text PRIMARY KEY)")
-	harness.Must(t, err, "create orders table")
+	testkit.Must(t, err, "create orders table")
 	return f
 }
 
@@ -68,7 +68,7 @@ func (f *fixture) submit(id string) func(context.Context, pgx.Tx) ([]byte, error
 func (f *fixture) count(table string) int {
 	f.t.Helper()
 	var n int
-	harness.Must(f.t, f.db.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n), "count %s", table)
+	testkit.Must(f.t, f.db.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n), "count %s", table)
 	return n
 }
 
@@ -109,7 +109,7 @@ func TestAKeyReusedForAnotherRequestIsRefused(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	_, _, err := f.store.Do(ctx, f.db, "key-1", fingerprint("body one"), f.submit("o-1"))
-	harness.Must(t, err, "first Do")
+	testkit.Must(t, err, "first Do")
 	resp, replayed, err := f.store.Do(ctx, f.db, "key-1", fingerprint("body two"), f.submit("o-2"))
 	if !errors.Is(err, idempotency.ErrKeyReused) || resp != nil || replayed {
 		t.Fatalf("Do with another fingerprint: got %q, %v, %v; want nil, false, ErrKeyReused", resp, replayed, err)
@@ -255,7 +255,7 @@ func TestInvalidKeysAreRefused(t *testing.T) {
 		t.Errorf("the command ran %d times; want 0", got)
 	}
 	_, _, err := f.store.Do(ctx, f.db, strings.Repeat("k", idempotency.MaxKeyBytes), nil, f.submit("o-1"))
-	harness.Must(t, err, "Do with a key of %d bytes", idempotency.MaxKeyBytes)
+	testkit.Must(t, err, "Do with a key of %d bytes", idempotency.MaxKeyBytes)
 }
 
 func TestNewValidatesTheTable(t *testing.T) {
@@ -269,7 +269,7 @@ func TestNewValidatesTheTable(t *testing.T) {
 		}
 	}
 	s, err := idempotency.New(idempotency.Config{})
-	harness.Must(t, err, "New with defaults")
+	testkit.Must(t, err, "New with defaults")
 	ddl := s.DDL()
 	for _, want := range []string{`CREATE TABLE IF NOT EXISTS "public"."idempotency_keys"`,
 		`CREATE INDEX IF NOT EXISTS "idempotency_keys_created_at" ON "public"."idempotency_keys" (created_at)`} {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/internal/testkit"
 )
 
 // keysAged makes n keys k<from>..k<from+n-1>, created age ago.
@@ -14,7 +14,7 @@ func (f *fixture) keysAged(from, n int, age time.Duration) {
 	f.t.Helper()
 	_, err := f.db.Exec(context.Background(), `INSERT INTO `+f.keys+` (key, fingerprint, response, created_at)
 		SELECT 'k' || g, '', '', now() - $3::interval FROM generate_series($1::int, $2::int) g`, from, from+n-1, age)
-	harness.Must(f.t, err, "insert %d keys", n)
+	testkit.Must(f.t, err, "insert %d keys", n)
 }
 
 func TestPruneDeletesOnlyOldKeysInBatches(t *testing.T) {
@@ -25,16 +25,16 @@ func TestPruneDeletesOnlyOldKeysInBatches(t *testing.T) {
 	// A key made through Do, now, and one set back with UPDATE.
 	for _, key := range []string{"fresh", "set-back"} {
 		_, _, err := f.store.Do(ctx, f.db, key, nil, f.submit(key))
-		harness.Must(t, err, "Do %s", key)
+		testkit.Must(t, err, "Do %s", key)
 	}
 	_, err := f.db.Exec(ctx, "UPDATE "+f.keys+" SET created_at = now() - interval '25 hours' WHERE key = 'set-back'")
-	harness.Must(t, err, "set a key back")
+	testkit.Must(t, err, "set a key back")
 
 	const pause = 150 * time.Millisecond
 	start := time.Now()
 	n, err := f.store.Prune(ctx, f.db, 24*time.Hour, 1000, pause)
 	took := time.Since(start)
-	harness.Must(t, err, "prune")
+	testkit.Must(t, err, "prune")
 	if n != 2301 {
 		t.Fatalf("Prune deleted %d keys; want 2301", n)
 	}
@@ -43,7 +43,7 @@ func TestPruneDeletesOnlyOldKeysInBatches(t *testing.T) {
 		t.Errorf("Prune took %s; want at least two pauses (%s): batches of 1000", took, 2*pause)
 	}
 	var old, young int
-	harness.Must(t, f.db.QueryRow(ctx, "SELECT count(*) FILTER (WHERE created_at < now() - interval '1 day'), count(*) FROM "+f.keys).
+	testkit.Must(t, f.db.QueryRow(ctx, "SELECT count(*) FILTER (WHERE created_at < now() - interval '1 day'), count(*) FROM "+f.keys).
 		Scan(&old, &young), "count")
 	if old != 0 || young != 201 {
 		t.Errorf("after Prune: %d old keys, %d in all; want 0, 201 (200 young ones and 'fresh')", old, young)

@@ -9,8 +9,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
-	"github.com/walrelay/walrelay/backoff"
-	"github.com/walrelay/walrelay/failpoint"
+	"github.com/walrelay/walrelay/internal/backoff"
+	"github.com/walrelay/walrelay/internal/failpoint"
 )
 
 // Consume reads r (a kafka.Reader with a GroupID) until ctx ends: for each

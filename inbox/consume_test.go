@@ -16,8 +16,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/walrelay/walrelay/inbox"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // observed makes the inbox log to an observer as well as to the test.

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/walrelay/walrelay/inbox"
+	"github.com/walrelay/walrelay/internal/testkit/pgtest"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/pgtest"
 )
 
 // fixture is one test's database: its own inbox, versions and effects

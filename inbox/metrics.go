@@ -3,7 +3,7 @@ package inbox
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/walrelay/walrelay/promreg"
+	"github.com/walrelay/walrelay/internal/promreg"
 )
 
 // Outcomes of Handle, the values of the result label.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/walrelay/walrelay/backoff"
+	"github.com/walrelay/walrelay/internal/backoff"
 )
 
 // defaultPruneBatch is Prune's batch when it is given none.

@@ -7,10 +7,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/rig"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/rig"
 )
 
 // Every payload column type of the contract, on connections in every
@@ -30,16 +30,16 @@ func TestEveryPayloadColumnTypeInEveryQueryExecMode(t *testing.T) {
 			tb := newTable(t, schema.DefaultColumns())
 			ctx := context.Background()
 			_, err := tb.db.Exec(ctx, "ALTER TABLE "+tb.cfg.Table.Quoted()+" ALTER COLUMN payload TYPE "+c.typ+" USING "+c.using)
-			harness.Must(t, err, "make the payload column %s", c.typ)
+			testkit.Must(t, err, "make the payload column %s", c.typ)
 			want := raw
 			if c.typ == "jsonb" {
-				harness.Must(t, tb.db.QueryRow(ctx, "SELECT $1::jsonb::text", raw).Scan(&want), "normalize")
+				testkit.Must(t, tb.db.QueryRow(ctx, "SELECT $1::jsonb::text", raw).Scan(&want), "normalize")
 			}
 			w := tb.writer(t)
 			for _, mode := range modes {
 				id := writeInMode(t, tb, w, mode, json.RawMessage(raw))
 				var got string
-				harness.Must(t, tb.db.QueryRow(ctx, "SELECT "+c.read+" FROM "+tb.cfg.Table.Quoted()+" WHERE message_id = $1", id.String()).Scan(&got),
+				testkit.Must(t, tb.db.QueryRow(ctx, "SELECT "+c.read+" FROM "+tb.cfg.Table.Quoted()+" WHERE message_id = $1", id.String()).Scan(&got),
 					"read the payload written in mode %v", mode)
 				if got != want {
 					t.Errorf("mode %v: payload %s; want %s", mode, got, want)
@@ -55,14 +55,14 @@ func writeInMode(t *testing.T, tb *table, w *outbox.Writer, mode pgx.QueryExecMo
 	t.Helper()
 	ctx := outbox.WithCorrelationID(context.Background(), "req-1")
 	cfg, err := pgx.ParseConfig(rig.PGURL(t))
-	harness.Must(t, err, "parse postgres url")
+	testkit.Must(t, err, "parse postgres url")
 	cfg.DefaultQueryExecMode = mode
 	conn, err := pgx.ConnectConfig(ctx, cfg)
-	harness.Must(t, err, "connect")
+	testkit.Must(t, err, "connect")
 	defer conn.Close(ctx)
 	msg := &outbox.Message{AggregateType: "order", AggregateID: "o-1", AggregateVersion: 3, HasVersion: true,
 		Type: "t.v1", Payload: payload, Headers: map[string]string{"k": `v\"`}}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return w.Write(ctx, tx, msg) })
-	harness.Must(t, err, "write in mode %v", mode)
+	testkit.Must(t, err, "write in mode %v", mode)
 	return msg.ID
 }

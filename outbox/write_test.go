@@ -12,10 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/pgtest"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/pgtest"
 )
 
 // table is one test's own outbox table and publication, made with
@@ -79,19 +79,19 @@ func (tb *table) rows(t *testing.T, q interface {
 	c := tb.cols
 	rows, err := q.Query(context.Background(), fmt.Sprintf(`SELECT %s::text, %s, %s, %s, %s, %s::text, %s::text, %s, %s FROM %s`,
 		c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], tb.cfg.Table.Quoted()))
-	harness.Must(t, err, "read outbox")
+	testkit.Must(t, err, "read outbox")
 	defer rows.Close()
 	out := map[string]storedRow{}
 	for rows.Next() {
 		var r storedRow
 		var headers *string
-		harness.Must(t, rows.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.Version, &r.Type, &r.Payload, &headers, &r.OccurredAt, &r.Topic), "scan")
+		testkit.Must(t, rows.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.Version, &r.Type, &r.Payload, &headers, &r.OccurredAt, &r.Topic), "scan")
 		if headers != nil {
-			harness.Must(t, json.Unmarshal([]byte(*headers), &r.Headers), "headers %s", *headers)
+			testkit.Must(t, json.Unmarshal([]byte(*headers), &r.Headers), "headers %s", *headers)
 		}
 		out[r.ID] = r
 	}
-	harness.Must(t, rows.Err(), "read outbox")
+	testkit.Must(t, rows.Err(), "read outbox")
 	return out
 }
 
@@ -114,9 +114,9 @@ func TestWriteInsertsRowsInTheCallersTransaction(t *testing.T) {
 		{AggregateType: "customer", AggregateID: "c-9", Type: "customer.seen.v1", Payload: []byte(`[1, "x"]`)},
 	}
 	tx, err := tb.db.Begin(ctx)
-	harness.Must(t, err, "begin")
+	testkit.Must(t, err, "begin")
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
-	harness.Must(t, w.Write(ctx, tx, msgs...), "write")
+	testkit.Must(t, w.Write(ctx, tx, msgs...), "write")
 	if msgs[1].ID != fixedID || msgs[0].ID == "" || msgs[2].ID == "" || msgs[0].ID == msgs[2].ID {
 		t.Fatalf("ids after Write: %s, %s, %s; want two new distinct ids and %s kept", msgs[0].ID, msgs[1].ID, msgs[2].ID, fixedID)
 	}
@@ -127,8 +127,8 @@ func TestWriteInsertsRowsInTheCallersTransaction(t *testing.T) {
 		t.Fatalf("another session sees %d rows before commit; want 0", got)
 	}
 	var txNow time.Time
-	harness.Must(t, tx.QueryRow(ctx, "SELECT now()").Scan(&txNow), "now")
-	harness.Must(t, tx.Commit(ctx), "commit")
+	testkit.Must(t, tx.QueryRow(ctx, "SELECT now()").Scan(&txNow), "now")
+	testkit.Must(t, tx.Commit(ctx), "commit")
 
 	rows := tb.rows(t, tb.db)
 	if len(rows) != 3 {
@@ -150,7 +150,7 @@ func TestWriteInsertsRowsInTheCallersTransaction(t *testing.T) {
 func show(t *testing.T, r storedRow) string {
 	t.Helper()
 	b, err := json.Marshal(r)
-	harness.Must(t, err, "show row")
+	testkit.Must(t, err, "show row")
 	return string(b)
 }
 
@@ -172,10 +172,10 @@ func TestRollbackLeavesNoRow(t *testing.T) {
 	w := tb.writer(t)
 	ctx := context.Background()
 	tx, err := tb.db.Begin(ctx)
-	harness.Must(t, err, "begin")
+	testkit.Must(t, err, "begin")
 	msg := &outbox.Message{AggregateType: "order", AggregateID: "o-1", Type: "order.submitted.v1", Payload: order{"o-1", 1}}
-	harness.Must(t, w.Write(ctx, tx, msg), "write")
-	harness.Must(t, tx.Rollback(ctx), "rollback")
+	testkit.Must(t, w.Write(ctx, tx, msg), "write")
+	testkit.Must(t, tx.Rollback(ctx), "rollback")
 	if got := len(tb.rows(t, tb.db)); got != 0 {
 		t.Fatalf("%d rows after rollback; want 0", got)
 	}
@@ -186,7 +186,7 @@ func TestABadMessageAmongGoodOnesWritesNothing(t *testing.T) {
 	w := tb.writer(t)
 	ctx := context.Background()
 	tx, err := tb.db.Begin(ctx)
-	harness.Must(t, err, "begin")
+	testkit.Must(t, err, "begin")
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
 	msgs := []*outbox.Message{
 		{AggregateType: "order", AggregateID: "o-1", Type: "order.submitted.v1", Payload: order{"o-1", 1}},
@@ -202,7 +202,7 @@ func TestABadMessageAmongGoodOnesWritesNothing(t *testing.T) {
 	if got := len(tb.rows(t, tx)); got != 0 {
 		t.Fatalf("the transaction holds %d rows after a refused Write; want 0", got)
 	}
-	harness.Must(t, tx.Commit(ctx), "commit")
+	testkit.Must(t, tx.Commit(ctx), "commit")
 	if got := len(tb.rows(t, tb.db)); got != 0 {
 		t.Fatalf("%d rows committed after a refused Write; want 0", got)
 	}
@@ -215,15 +215,15 @@ func TestCustomColumnNames(t *testing.T) {
 	w := tb.writer(t)
 	ctx := context.Background()
 	tx, err := tb.db.Begin(ctx)
-	harness.Must(t, err, "begin")
+	testkit.Must(t, err, "begin")
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
 	msg := &outbox.Message{AggregateType: "order", AggregateID: "o-7", AggregateVersion: 7, HasVersion: true,
 		Type: "order.shipped.v1", Payload: map[string]string{"carrier": "ups"}, Topic: "shipping",
 		Headers: map[string]string{"tenant": "t2"}}
-	harness.Must(t, w.Write(ctx, tx, msg), "write")
+	testkit.Must(t, w.Write(ctx, tx, msg), "write")
 	var txNow time.Time
-	harness.Must(t, tx.QueryRow(ctx, "SELECT now()").Scan(&txNow), "now")
-	harness.Must(t, tx.Commit(ctx), "commit")
+	testkit.Must(t, tx.QueryRow(ctx, "SELECT now()").Scan(&txNow), "now")
+	testkit.Must(t, tx.Commit(ctx), "commit")
 	rows := tb.rows(t, tb.db)
 	v, topic := int64(7), "shipping"
 	checkRow(t, rows[msg.ID.String()], storedRow{ID: msg.ID.String(), AggregateType: "order", AggregateID: "o-7", Version: &v,
@@ -250,23 +250,23 @@ func TestPayloadLimitCountsWhatPostgreSQLStores(t *testing.T) {
 	for i, c := range payloads {
 		msg := &outbox.Message{AggregateType: "t", AggregateID: "a", Type: "t.v1", Payload: c.p}
 		tx, err := tb.db.Begin(ctx)
-		harness.Must(t, err, "begin")
-		harness.Must(t, tb.writer(t).Write(ctx, tx, msg), "write payload %d", i)
+		testkit.Must(t, err, "begin")
+		testkit.Must(t, tb.writer(t).Write(ctx, tx, msg), "write payload %d", i)
 		var stored int
-		harness.Must(t, tx.QueryRow(ctx, "SELECT octet_length(payload::text) FROM "+tb.cfg.Table.Quoted()+" WHERE message_id = $1",
+		testkit.Must(t, tx.QueryRow(ctx, "SELECT octet_length(payload::text) FROM "+tb.cfg.Table.Quoted()+" WHERE message_id = $1",
 			msg.ID.String()).Scan(&stored), "size")
-		harness.Must(t, tx.Rollback(ctx), "rollback")
+		testkit.Must(t, tx.Rollback(ctx), "rollback")
 		counted := max(stored, c.ownLen)
 		for _, l := range []struct {
 			limit int
 			ok    bool
 		}{{counted, true}, {counted - 1, false}} {
 			w, err := outbox.New(outbox.Config{Table: tb.cfg.Table, MaxPayloadBytes: l.limit})
-			harness.Must(t, err, "new")
+			testkit.Must(t, err, "new")
 			tx, err := tb.db.Begin(ctx)
-			harness.Must(t, err, "begin")
+			testkit.Must(t, err, "begin")
 			err = w.Write(ctx, tx, &outbox.Message{AggregateType: "t", AggregateID: "a", Type: "t.v1", Payload: c.p})
-			harness.Must(t, tx.Rollback(ctx), "rollback")
+			testkit.Must(t, tx.Rollback(ctx), "rollback")
 			if (err == nil) != l.ok {
 				t.Errorf("payload %d (%d bytes stored, %d counted) under a limit of %d: got %v; want ok %v", i, stored, counted, l.limit, err, l.ok)
 			}
@@ -292,15 +292,15 @@ func TestManyMessagesAndConcurrentWriters(t *testing.T) {
 		}()
 	}
 	for g := 0; g < writers; g++ {
-		harness.Must(t, <-errs, "writer")
+		testkit.Must(t, <-errs, "writer")
 	}
 	big := make([]*outbox.Message, 7300)
 	for i := range big {
 		big[i] = &outbox.Message{AggregateType: "order", AggregateID: "big", Type: "t.v1", Payload: i}
 	}
-	harness.Must(t, pgx.BeginFunc(ctx, tb.db, func(tx pgx.Tx) error { return w.Write(ctx, tx, big...) }), "write 7,300")
+	testkit.Must(t, pgx.BeginFunc(ctx, tb.db, func(tx pgx.Tx) error { return w.Write(ctx, tx, big...) }), "write 7,300")
 	var n int
-	harness.Must(t, tb.db.QueryRow(ctx, "SELECT count(*) FROM "+tb.cfg.Table.Quoted()).Scan(&n), "count")
+	testkit.Must(t, tb.db.QueryRow(ctx, "SELECT count(*) FROM "+tb.cfg.Table.Quoted()).Scan(&n), "count")
 	if want := writers*each + len(big); n != want {
 		t.Fatalf("%d rows; want %d", n, want)
 	}

@@ -33,11 +33,11 @@ eval "$(scripts/rig.sh env)"
 for part in $PARTS; do
   rm -f "$OUT_DIR/$part.md"
   case "$part" in
-    drain)   go test -tags bench -count=1 -timeout 150m -v -run TestBenchDrain ./test/bench/drain ;;
-    scale)   go test -tags bench -count=1 -timeout 60m -v -run TestBenchScale ./test/bench/drain ;;
-    latency) go test -tags bench -count=1 -timeout 60m -v -run TestBenchLatency ./test/bench/latency ;;
-    knee)    go test -tags bench -count=1 -timeout 60m -v -run TestBenchKnee ./test/bench/latency ;;
-    recover) go test -tags bench -count=1 -timeout 30m -v -run TestBenchRecover ./test/bench/recover ;;
+    drain)   (cd test && go test -tags bench -count=1 -timeout 150m -v -run TestBenchDrain ./bench/drain) ;;
+    scale)   (cd test && go test -tags bench -count=1 -timeout 60m -v -run TestBenchScale ./bench/drain) ;;
+    latency) (cd test && go test -tags bench -count=1 -timeout 60m -v -run TestBenchLatency ./bench/latency) ;;
+    knee)    (cd test && go test -tags bench -count=1 -timeout 60m -v -run TestBenchKnee ./bench/latency) ;;
+    recover) (cd test && go test -tags bench -count=1 -timeout 30m -v -run TestBenchRecover ./bench/recover) ;;
     micro)
       raw="$OUT_DIR/micro.txt"
       go test -run '^$' -bench . -benchmem -count 1 ./decoder ./checkpoint ./sink | tee "$raw"

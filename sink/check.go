@@ -12,7 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
 
-	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/internal/check"
 	"github.com/walrelay/walrelay/schema"
 )
 

@@ -16,10 +16,10 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
-	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/internal/check"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
+	"github.com/walrelay/walrelay/internal/testkit/rig"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/kafkatest"
-	"github.com/walrelay/walrelay/test/rig"
 )
 
 // runCheck runs Check with a bound like the command's.

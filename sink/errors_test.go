@@ -15,7 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 
-	"github.com/walrelay/walrelay/backoff"
+	"github.com/walrelay/walrelay/internal/backoff"
 )
 
 func TestClassify(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
+	"github.com/walrelay/walrelay/internal/testkit/rig"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/kafkatest"
-	"github.com/walrelay/walrelay/test/rig"
 )
 
 // parkTestMessage is kafkaTestMessage i on aggregate key, at WAL position i.

@@ -12,9 +12,9 @@ import (
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
+	"github.com/walrelay/walrelay/internal/testkit/rig"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/kafkatest"
-	"github.com/walrelay/walrelay/test/rig"
 )
 
 // testBrokers is the rig's Kafka brokers (test/rig): without them the test

@@ -11,7 +11,7 @@ import (
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 	"go.uber.org/zap"
 
-	"github.com/walrelay/walrelay/backoff"
+	"github.com/walrelay/walrelay/internal/backoff"
 )
 
 // metadataClient tells how many partitions a topic has. With create, it

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/walrelay/walrelay/promreg"
+	"github.com/walrelay/walrelay/internal/promreg"
 	"github.com/walrelay/walrelay/schema"
 )
 

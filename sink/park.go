@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/walrelay/walrelay/backoff"
+	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/schema"
 )
 

@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // parkLog is a Park callback that records what it was handed, in order.

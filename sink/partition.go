@@ -12,8 +12,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
-	"github.com/walrelay/walrelay/backoff"
-	"github.com/walrelay/walrelay/failpoint"
+	"github.com/walrelay/walrelay/internal/backoff"
+	"github.com/walrelay/walrelay/internal/failpoint"
 )
 
 // partition is the queue of one topic-partition. Publish pushes; one worker

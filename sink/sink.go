@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/walrelay/walrelay/backoff"
+	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/schema"
 )
 

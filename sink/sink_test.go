@@ -16,8 +16,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // fakeProducer answers produce requests with a function.

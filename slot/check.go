@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/check"
 	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/internal/check"
 	"github.com/walrelay/walrelay/schema"
 )
 

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/walrelay/walrelay/secretfile"
+	"github.com/walrelay/walrelay/internal/secretfile"
 )
 
 // ConnParams are libpq connection parameters set beside a connection

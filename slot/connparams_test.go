@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/walrelay/walrelay/test/pgtest"
+	"github.com/walrelay/walrelay/internal/testkit/pgtest"
 )
 
 func TestMergeConnString(t *testing.T) {

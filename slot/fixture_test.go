@@ -14,10 +14,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/walrelay/walrelay/internal/testkit/pgtest"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
-	"github.com/walrelay/walrelay/test/pgtest"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // fixture is one test's own outbox table, publication and slot names, and a

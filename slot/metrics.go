@@ -6,7 +6,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/walrelay/walrelay/promreg"
+	"github.com/walrelay/walrelay/internal/promreg"
 )
 
 // Metrics are the stream's gauges (the slot's lag comes from the Monitor,

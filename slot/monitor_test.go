@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/slot"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // pipeline is a hand-set slot.Pipeline.

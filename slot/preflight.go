@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
-	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/internal/check"
 	"github.com/walrelay/walrelay/schema"
 )
 

@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/walrelay/walrelay/bytesize"
-	"github.com/walrelay/walrelay/check"
 	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/internal/bytesize"
+	"github.com/walrelay/walrelay/internal/check"
 	"github.com/walrelay/walrelay/schema"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/check"
 	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/internal/check"
 	"github.com/walrelay/walrelay/schema"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
-	"github.com/walrelay/walrelay/backoff"
+	"github.com/walrelay/walrelay/internal/backoff"
 )
 
 // Invalidated reports whether the slot exists but the server invalidated

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/internal/check"
 )
 
 func TestStandbyAddrsLeaveOutTheReachedServer(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
 
-	"github.com/walrelay/walrelay/backoff"
-	"github.com/walrelay/walrelay/failpoint"
+	"github.com/walrelay/walrelay/internal/backoff"
+	"github.com/walrelay/walrelay/internal/failpoint"
 )
 
 // finalStatusTimeout bounds the last status update at shutdown.

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testkit/pgtest"
 	"github.com/walrelay/walrelay/slot"
-	"github.com/walrelay/walrelay/test/pgtest"
 )
 
 // writeCA writes a self-signed CA certificate and returns its file:

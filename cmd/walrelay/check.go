@@ -6,13 +6,13 @@ import (
 	"io"
 	"time"
 
-	"github.com/walrelay/walrelay/check"
-	"github.com/walrelay/walrelay/dlq"
-	"github.com/walrelay/walrelay/retention"
+	"github.com/walrelay/walrelay/internal/check"
+	"github.com/walrelay/walrelay/internal/dlq"
+	"github.com/walrelay/walrelay/internal/retention"
+	"github.com/walrelay/walrelay/internal/topics"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
-	"github.com/walrelay/walrelay/topics"
 )
 
 // checkTimeout bounds each side of `walrelay check`, PostgreSQL and Kafka,

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/walrelay/walrelay/dlq"
+	"github.com/walrelay/walrelay/internal/dlq"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
 )

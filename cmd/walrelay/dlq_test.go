@@ -14,13 +14,13 @@ import (
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/walrelay/walrelay/dlq"
+	"github.com/walrelay/walrelay/internal/dlq"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
+	"github.com/walrelay/walrelay/internal/testkit/pgtest"
+	"github.com/walrelay/walrelay/internal/testkit/rig"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
-	"github.com/walrelay/walrelay/test/kafkatest"
-	"github.com/walrelay/walrelay/test/pgtest"
-	"github.com/walrelay/walrelay/test/rig"
 )
 
 // retryRig is a test's own dead-letter table and Kafka topic, removed in

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/walrelay/walrelay/dlq"
+	"github.com/walrelay/walrelay/internal/dlq"
 	"github.com/walrelay/walrelay/schema"
 )
 

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/walrelay/walrelay/dlq"
+	"github.com/walrelay/walrelay/internal/dlq"
 	"github.com/walrelay/walrelay/sink"
 )
 

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/walrelay/walrelay/leader"
-	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/internal/leader"
+	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
 )

@@ -13,7 +13,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
-	"github.com/walrelay/walrelay/secretfile"
+	"github.com/walrelay/walrelay/internal/secretfile"
 )
 
 // The SASL mechanisms of --kafka-sasl-mechanism, as Kafka names them.

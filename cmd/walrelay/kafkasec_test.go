@@ -13,8 +13,7 @@ import (
 
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
-
-	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/internal/testkit"
 )
 
 const testPassword = "s3cret-Pa55word"
@@ -41,7 +40,7 @@ func readFile(t *testing.T, path string) string {
 // Every wrong combination of the TLS and SASL flags is an error that names
 // the flag, and none shows the password.
 func TestKafkaSecurityRefusesBadFlags(t *testing.T) {
-	ca := harness.NewCA(t)
+	ca := testkit.NewCA(t)
 	cert, key := ca.Issue(t, "walrelay")
 	_, otherKey := ca.Issue(t, "other")
 	scram := func(o kafkaSecurityOptions) kafkaSecurityOptions {
@@ -91,7 +90,7 @@ func TestKafkaSecurityRefusesBadFlags(t *testing.T) {
 // TLS is off by default, on with --kafka-tls or any file, at least TLS 1.2,
 // and trusts the CA file instead of the system's roots.
 func TestKafkaTLSConfig(t *testing.T) {
-	ca := harness.NewCA(t)
+	ca := testkit.NewCA(t)
 	cert, key := ca.Issue(t, "walrelay")
 	server, _ := ca.Issue(t, "broker", "kafka-1.example")
 	if tc, mech, err := (kafkaSecurityOptions{}).kafkaSecurity(); tc != nil || mech != nil || err != nil {

@@ -4,7 +4,7 @@ import (
 	"math"
 	"runtime/debug"
 
-	"github.com/walrelay/walrelay/bytesize"
+	"github.com/walrelay/walrelay/internal/bytesize"
 )
 
 // memoryLimitBase is what walrelay needs besides its in-flight window: the

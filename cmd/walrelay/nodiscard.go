@@ -5,7 +5,7 @@ package main
 import (
 	"go.uber.org/zap"
 
-	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/sink"
 )
 

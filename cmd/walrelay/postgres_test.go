@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/walrelay/walrelay/internal/testkit/pgtest"
 	"github.com/walrelay/walrelay/slot"
-	"github.com/walrelay/walrelay/test/pgtest"
 )
 
 // The flags win over the connection string's own sslmode.

@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/walrelay/walrelay/retention"
+	"github.com/walrelay/walrelay/internal/retention"
 	"github.com/walrelay/walrelay/slot"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/retention"
+	"github.com/walrelay/walrelay/internal/retention"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
 )

@@ -13,13 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/walrelay/walrelay/backfill"
-	"github.com/walrelay/walrelay/dlq"
-	"github.com/walrelay/walrelay/leader"
+	"github.com/walrelay/walrelay/internal/backfill"
+	"github.com/walrelay/walrelay/internal/dlq"
+	"github.com/walrelay/walrelay/internal/leader"
+	"github.com/walrelay/walrelay/internal/topics"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
-	"github.com/walrelay/walrelay/topics"
 )
 
 // runRecover is `walrelay recover`: a new slot with an exported snapshot,

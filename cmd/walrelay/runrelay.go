@@ -19,12 +19,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/walrelay/walrelay/decoder"
-	"github.com/walrelay/walrelay/dlq"
-	"github.com/walrelay/walrelay/leader"
-	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/internal/dlq"
+	"github.com/walrelay/walrelay/internal/leader"
+	"github.com/walrelay/walrelay/internal/relay"
+	"github.com/walrelay/walrelay/internal/topics"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
-	"github.com/walrelay/walrelay/topics"
 )
 
 // startCheckTimeout bounds the start-up checks of PostgreSQL and Kafka.

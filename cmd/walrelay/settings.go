@@ -10,9 +10,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decoder"
-	"github.com/walrelay/walrelay/leader"
-	"github.com/walrelay/walrelay/relay"
-	"github.com/walrelay/walrelay/retention"
+	"github.com/walrelay/walrelay/internal/leader"
+	"github.com/walrelay/walrelay/internal/relay"
+	"github.com/walrelay/walrelay/internal/retention"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"

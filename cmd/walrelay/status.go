@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/walrelay/walrelay/bytesize"
+	"github.com/walrelay/walrelay/internal/bytesize"
 
-	"github.com/walrelay/walrelay/leader"
+	"github.com/walrelay/walrelay/internal/leader"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
 )

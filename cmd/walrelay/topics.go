@@ -10,10 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/walrelay/walrelay/check"
+	"github.com/walrelay/walrelay/internal/check"
+	"github.com/walrelay/walrelay/internal/topics"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
-	"github.com/walrelay/walrelay/topics"
 )
 
 const topicsUsage = `Usage:

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/test/poll"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 )
 
 type lockedBuffer struct {

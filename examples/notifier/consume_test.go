@@ -10,7 +10,7 @@ import (
 
 	"github.com/walrelay/walrelay/examples/orderevents"
 	"github.com/walrelay/walrelay/inbox"
-	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/internal/testkit"
 )
 
 // handle inserts one task per order, in the caller's transaction; repeats,
@@ -19,11 +19,11 @@ func TestHandleInsertsOneTaskPerOrder(t *testing.T) {
 	pool, s := testTasks(t)
 	ctx := context.Background()
 	m, err := newMetrics(nil)
-	harness.Must(t, err, "metrics")
+	testkit.Must(t, err, "metrics")
 	o := &orders{tasks: s, log: zaptest.NewLogger(t), metrics: m}
 	msg := func(typ string, sub orderevents.Submitted) inbox.Message {
 		payload, err := json.Marshal(sub)
-		harness.Must(t, err, "encode")
+		testkit.Must(t, err, "encode")
 		return inbox.Message{Type: typ, AggregateType: orderevents.AggregateType, AggregateID: sub.OrderID, Payload: payload}
 	}
 	good := orderevents.Submitted{OrderID: "o-1", CustomerEmail: "a@example.com", Items: []orderevents.Item{{SKU: "s", Quantity: 1}}}
@@ -35,22 +35,22 @@ func TestHandleInsertsOneTaskPerOrder(t *testing.T) {
 		{Type: orderevents.TypeSubmitted, Payload: []byte(`{"order_id": 7}`)},
 	} {
 		tx, err := pool.Begin(ctx)
-		harness.Must(t, err, "begin")
-		harness.Must(t, o.handle(ctx, tx, c), "handle %s", c.Type)
-		harness.Must(t, tx.Commit(ctx), "commit")
+		testkit.Must(t, err, "begin")
+		testkit.Must(t, o.handle(ctx, tx, c), "handle %s", c.Type)
+		testkit.Must(t, tx.Commit(ctx), "commit")
 	}
 	// A rolled-back transaction leaves no task.
 	tx, err := pool.Begin(ctx)
-	harness.Must(t, err, "begin")
-	harness.Must(t, o.handle(ctx, tx, msg(orderevents.TypeSubmitted, orderevents.Submitted{OrderID: "o-3", CustomerEmail: "c@example.com"})), "handle")
-	harness.Must(t, tx.Rollback(ctx), "rollback")
+	testkit.Must(t, err, "begin")
+	testkit.Must(t, o.handle(ctx, tx, msg(orderevents.TypeSubmitted, orderevents.Submitted{OrderID: "o-3", CustomerEmail: "c@example.com"})), "handle")
+	testkit.Must(t, tx.Rollback(ctx), "rollback")
 
 	var keys []string
 	rows, err := pool.Query(ctx, "SELECT task_key FROM "+s.table+" ORDER BY task_key")
-	harness.Must(t, err, "read tasks")
+	testkit.Must(t, err, "read tasks")
 	for rows.Next() {
 		var k string
-		harness.Must(t, rows.Scan(&k), "scan")
+		testkit.Must(t, rows.Scan(&k), "scan")
 		keys = append(keys, k)
 	}
 	if len(keys) != 1 || keys[0] != "order-confirmation/o-1" {

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
-	"github.com/walrelay/walrelay/failpoint"
+	"github.com/walrelay/walrelay/internal/failpoint"
 )
 
 // markTimeout bounds recording a sent e-mail, which runs even when the

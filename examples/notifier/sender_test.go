@@ -12,14 +12,14 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/walrelay/walrelay/examples/mailsink/smtpsink"
-	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/poll"
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 )
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	harness.Must(t, err, "listen")
+	testkit.Must(t, err, "listen")
 	defer ln.Close()
 	return ln.Addr().String()
 }
@@ -32,7 +32,7 @@ func TestSenderRetriesWhileMailIsDownThenSends(t *testing.T) {
 	defer cancel()
 	addr := freeAddr(t)
 	m, err := newMetrics(nil)
-	harness.Must(t, err, "metrics")
+	testkit.Must(t, err, "metrics")
 	snd := &sender{
 		db: pool, tasks: s, log: zaptest.NewLogger(t), metrics: m,
 		mailer:   &mailer{addr: addr, from: &mail.Address{Address: "orders@example.com"}, timeout: 2 * time.Second},
@@ -44,7 +44,7 @@ func TestSenderRetriesWhileMailIsDownThenSends(t *testing.T) {
 		tk := newTestTask("o-" + strconv.Itoa(i))
 		keys = append(keys, tk.Key)
 		_, err := s.insert(ctx, pool, tk)
-		harness.Must(t, err, "insert")
+		testkit.Must(t, err, "insert")
 	}
 	done := make(chan error, 1)
 	go func() { done <- snd.Run(ctx) }()
@@ -69,7 +69,7 @@ func TestSenderRetriesWhileMailIsDownThenSends(t *testing.T) {
 		}
 	}
 	sink, err := smtpsink.Start(addr)
-	harness.Must(t, err, "start the sink")
+	testkit.Must(t, err, "start the sink")
 	defer sink.Close()
 	poll.EventuallyTrue(t, 20*time.Second, "every task sent", func() bool {
 		for _, k := range keys {

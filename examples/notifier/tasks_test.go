@@ -9,22 +9,22 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/pgtest"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/pgtest"
 )
 
 // testTasks opens the rig's database and makes a tasks table of the test's
 // own, dropped at its end.
 func testTasks(t *testing.T) (*pgxpool.Pool, *taskStore) {
 	t.Helper()
-	pgURL, _ := harness.Services(t)
+	pgURL, _ := testkit.Services(t)
 	ctx := context.Background()
 	pg := pgtest.Connect(t, pgURL, "email_tasks_")
 	pool := pg.Pool
 	table := schema.Table{Schema: "public", Name: pg.Name}
 	s, err := newTaskStore(table)
-	harness.Must(t, err, "task store")
+	testkit.Must(t, err, "task store")
 	pg.DropTable(table.Quoted())
 	// Twice at once: the advisory lock keeps the two from racing.
 	var wg sync.WaitGroup
@@ -34,7 +34,7 @@ func testTasks(t *testing.T) (*pgxpool.Pool, *taskStore) {
 	}
 	wg.Wait()
 	for _, err := range errs {
-		harness.Must(t, err, "ensure schema")
+		testkit.Must(t, err, "ensure schema")
 	}
 	return pool, s
 }
@@ -58,7 +58,7 @@ func readTask(t *testing.T, pool *pgxpool.Pool, s *taskStore, key string) taskRo
 	err := pool.QueryRow(context.Background(), `SELECT status, attempts, last_error,
 		extract(epoch FROM next_attempt_at - now()) * 1000, sent_at IS NOT NULL FROM `+s.table+` WHERE task_key = $1`, key).
 		Scan(&r.status, &r.attempts, &r.lastError, &dueMs, &r.sent)
-	harness.Must(t, err, "read task %s", key)
+	testkit.Must(t, err, "read task %s", key)
 	r.dueIn = time.Duration(dueMs * float64(time.Millisecond))
 	return r
 }
@@ -69,13 +69,13 @@ func TestTaskStoreLifecycle(t *testing.T) {
 	a := newTestTask("o-1")
 	for i, want := range []bool{true, false} {
 		got, err := s.insert(ctx, pool, a)
-		harness.Must(t, err, "insert")
+		testkit.Must(t, err, "insert")
 		if got != want {
 			t.Fatalf("insert #%d = %v; want %v", i+1, got, want)
 		}
 	}
 	c, ok, err := s.claim(ctx, pool, time.Minute)
-	harness.Must(t, err, "claim")
+	testkit.Must(t, err, "claim")
 	if !ok || c.Key != a.Key || c.Attempts != 1 || c.Recipient != a.Recipient || c.CreatedAt.IsZero() {
 		t.Fatalf("claim = %+v, %v; want %s at attempt 1", c, ok, a.Key)
 	}
@@ -86,25 +86,25 @@ func TestTaskStoreLifecycle(t *testing.T) {
 		t.Fatal("a leased task was claimed again")
 	}
 	// A stale fencing token (attempt 0) changes nothing.
-	harness.Must(t, s.failed(ctx, pool, a.Key, 0, 0, "stale"), "failed")
+	testkit.Must(t, s.failed(ctx, pool, a.Key, 0, 0, "stale"), "failed")
 	if r := readTask(t, pool, s, a.Key); r.lastError != nil || r.dueIn < 50*time.Second {
 		t.Fatalf("after a stale failure: %+v; want the lease untouched", r)
 	}
-	harness.Must(t, s.failed(ctx, pool, a.Key, 1, 0, "connection refused"), "failed")
+	testkit.Must(t, s.failed(ctx, pool, a.Key, 1, 0, "connection refused"), "failed")
 	r := readTask(t, pool, s, a.Key)
 	if r.status != "pending" || r.lastError == nil || *r.lastError != "connection refused" || r.dueIn > time.Second {
 		t.Fatalf("after a failure: %+v; want pending, last_error set, due now", r)
 	}
 	c, ok, err = s.claim(ctx, pool, time.Minute)
-	harness.Must(t, err, "claim")
+	testkit.Must(t, err, "claim")
 	if !ok || c.Attempts != 2 {
 		t.Fatalf("second claim = %+v, %v; want attempt 2", c, ok)
 	}
-	harness.Must(t, s.sent(ctx, pool, a.Key), "sent")
+	testkit.Must(t, s.sent(ctx, pool, a.Key), "sent")
 	if r := readTask(t, pool, s, a.Key); r.status != "sent" || !r.sent || r.lastError != nil || r.attempts != 2 {
 		t.Fatalf("after sent: %+v; want sent, sent_at set, no last_error, 2 attempts", r)
 	}
-	harness.Must(t, s.failed(ctx, pool, a.Key, 2, 0, "late"), "failed")
+	testkit.Must(t, s.failed(ctx, pool, a.Key, 2, 0, "late"), "failed")
 	if r := readTask(t, pool, s, a.Key); r.status != "sent" || r.lastError != nil {
 		t.Fatalf("a late failure touched a sent task: %+v", r)
 	}
@@ -120,7 +120,7 @@ func TestTaskClaimsAreExclusive(t *testing.T) {
 	const n = 60
 	for i := range n {
 		_, err := s.insert(ctx, pool, newTestTask("o-"+string(rune('A'+i%26))+hex.EncodeToString([]byte{byte(i)})))
-		harness.Must(t, err, "insert")
+		testkit.Must(t, err, "insert")
 	}
 	var mu sync.Mutex
 	claims := map[string]int{}

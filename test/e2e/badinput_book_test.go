@@ -11,8 +11,9 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/kafkatest"
 )
 
 // rowType is the type column of every row the tests write with one.
@@ -97,16 +98,16 @@ func (b *book) write(rows []*outRow) string {
 	b.t.Helper()
 	ctx := context.Background()
 	tx, err := b.f.DB.Begin(ctx)
-	harness.Must(b.t, err, "begin")
+	testkit.Must(b.t, err, "begin")
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
 	var xid string
-	harness.Must(b.t, tx.QueryRow(ctx, "SELECT (txid_current() % 4294967296)::text").Scan(&xid), "read the transaction id")
+	testkit.Must(b.t, tx.QueryRow(ctx, "SELECT (txid_current() % 4294967296)::text").Scan(&xid), "read the transaction id")
 	for _, r := range rows {
 		sql, args := r.insert(b.f.Table)
 		_, err := tx.Exec(ctx, sql, args...)
-		harness.Must(b.t, err, "insert %s/%s v%d", r.aggType, r.aggID, r.version)
+		testkit.Must(b.t, err, "insert %s/%s v%d", r.aggType, r.aggID, r.version)
 	}
-	harness.Must(b.t, tx.Commit(ctx), "commit")
+	testkit.Must(b.t, tx.Commit(ctx), "commit")
 	for _, r := range rows {
 		r.seq = len(b.rows) + 1
 		b.rows = append(b.rows, r)
@@ -123,18 +124,18 @@ func (b *book) commitEnd(rows ...*outRow) pglogrepl.LSN {
 	b.t.Helper()
 	ctx := context.Background()
 	conn, err := b.f.DB.Acquire(ctx)
-	harness.Must(b.t, err, "acquire a connection")
+	testkit.Must(b.t, err, "acquire a connection")
 	defer conn.Release()
 	watch := "watch_" + b.f.ID
 	_, err = conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'test_decoding', true)", watch)
-	harness.Must(b.t, err, "create temporary slot %s", watch)
+	testkit.Must(b.t, err, "create temporary slot %s", watch)
 	defer conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", watch) //nolint:errcheck // temporary anyway
 	xid := b.write(rows)
 	var end string
-	harness.Must(b.t, conn.QueryRow(ctx, `SELECT max(lsn)::text FROM pg_logical_slot_peek_changes($1, NULL, NULL)
+	testkit.Must(b.t, conn.QueryRow(ctx, `SELECT max(lsn)::text FROM pg_logical_slot_peek_changes($1, NULL, NULL)
 		WHERE xid::text = $2 AND data LIKE 'COMMIT%'`, watch, xid).Scan(&end), "read the commit's end from %s", watch)
 	lsn, err := pglogrepl.ParseLSN(end)
-	harness.Must(b.t, err, "parse %s", end)
+	testkit.Must(b.t, err, "parse %s", end)
 	return lsn
 }
 
@@ -164,20 +165,20 @@ func (b *book) harnessRows(rows []*outRow) []harness.Row {
 	}
 	res, err := b.f.DB.Query(context.Background(), `SELECT message_id::text, aggregate_type, aggregate_id, aggregate_version,
 		'', payload::text, headers::text, occurred_at, topic FROM `+b.f.Table+` WHERE message_id = ANY($1::uuid[])`, ids)
-	harness.Must(b.t, err, "read outbox rows")
+	testkit.Must(b.t, err, "read outbox rows")
 	defer res.Close()
 	var out []harness.Row
 	for res.Next() {
 		var r harness.Row
 		var headers *string
-		harness.Must(b.t, res.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.Version, &r.Type, &r.Payload, &headers, &r.OccurredAt, &r.Topic), "scan outbox row")
+		testkit.Must(b.t, res.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.Version, &r.Type, &r.Payload, &headers, &r.OccurredAt, &r.Topic), "scan outbox row")
 		if headers != nil {
-			harness.Must(b.t, json.Unmarshal([]byte(*headers), &r.Headers), "headers of %s", r.ID)
+			testkit.Must(b.t, json.Unmarshal([]byte(*headers), &r.Headers), "headers of %s", r.ID)
 		}
 		r.Type = rowType
 		out = append(out, r)
 	}
-	harness.Must(b.t, res.Err(), "read outbox rows")
+	testkit.Must(b.t, res.Err(), "read outbox rows")
 	if len(out) != len(rows) {
 		b.t.Fatalf("read %d outbox rows back; want %d", len(out), len(rows))
 	}

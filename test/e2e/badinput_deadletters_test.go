@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testkit"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -37,24 +38,24 @@ func deadLetters(t *testing.T, f *harness.Fixture) map[string]deadRow {
 	rows, err := f.DB.Query(context.Background(), `SELECT commit_lsn::text || '#' || seq, message_id::text, aggregate_id, reason,
 		blocked_by::text, status, target_topic, octet_length(payload), row_data::text, retries, coalesce(last_error, ''),
 		discard_reason, discarded_at FROM `+f.Table+`_dead_letters ORDER BY commit_lsn, seq`)
-	harness.Must(t, err, "read the dead-letter table")
+	testkit.Must(t, err, "read the dead-letter table")
 	defer rows.Close()
 	out := map[string]deadRow{}
 	for rows.Next() {
 		var d deadRow
 		var rowData *string
-		harness.Must(t, rows.Scan(&d.Position, &d.MessageID, &d.AggregateID, &d.Reason, &d.BlockedBy, &d.Status, &d.TargetTopic,
+		testkit.Must(t, rows.Scan(&d.Position, &d.MessageID, &d.AggregateID, &d.Reason, &d.BlockedBy, &d.Status, &d.TargetTopic,
 			&d.PayloadBytes, &rowData, &d.Retries, &d.LastError, &d.DiscardReason, &d.DiscardedAt), "scan a dead letter")
 		if rowData != nil {
 			d.RowDataText = *rowData
-			harness.Must(t, json.Unmarshal([]byte(*rowData), &d.RowData), "row_data of %s", d.Position)
+			testkit.Must(t, json.Unmarshal([]byte(*rowData), &d.RowData), "row_data of %s", d.Position)
 		}
 		if d.MessageID == nil {
 			t.Fatalf("dead letter at %s has no message_id; every row these tests write has one", d.Position)
 		}
 		out[*d.MessageID] = d
 	}
-	harness.Must(t, rows.Err(), "read the dead-letter table")
+	testkit.Must(t, rows.Err(), "read the dead-letter table")
 	return out
 }
 

@@ -12,8 +12,9 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // TestHaltStopsBeforeARefusedRecordUntilTheTopicIsFixed: under halt, a
@@ -26,7 +27,7 @@ func TestHaltStopsBeforeARefusedRecordUntilTheTopicIsFixed(t *testing.T) {
 	f := harness.New(t, "customer")
 	orderTopic := f.Topic("order")
 	f.CreateTopicWith(orderTopic, kafka.ConfigEntry{ConfigName: "max.message.bytes", ConfigValue: smallRecordLimit})
-	metrics := harness.FreePort(t)
+	metrics := testkit.FreePort(t)
 	r := f.Start("--on-bad-message", "halt", "--metrics-addr", metrics)
 	r.WaitStarted()
 
@@ -134,10 +135,10 @@ func retryIns(log string) []string {
 func readyz(t *testing.T, addr string) string {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/readyz")
-	harness.Must(t, err, "GET /readyz")
+	testkit.Must(t, err, "GET /readyz")
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	harness.Must(t, err, "read /readyz")
+	testkit.Must(t, err, "read /readyz")
 	return strconv.Itoa(resp.StatusCode) + " " + strings.TrimSpace(string(body))
 }
 

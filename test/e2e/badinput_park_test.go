@@ -11,6 +11,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/walrelay/walrelay/internal/testkit"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -56,7 +57,7 @@ func TestRetryableBadMessagesAreParkedInOrderAndRetried(t *testing.T) {
 	ghostTopic := f.Topic("ghost")        // the template's topic for aggregate type ghost: not created
 	nowhere := f.TopicPrefix + ".nowhere" // a row's own topic: not created
 	f.CreateTopicWith(orderTopic, kafka.ConfigEntry{ConfigName: "max.message.bytes", ConfigValue: smallRecordLimit})
-	metrics := harness.FreePort(t)
+	metrics := testkit.FreePort(t)
 	r := f.Start("--kafka-create-topics=false", "--metrics-addr", metrics)
 	r.WaitStarted()
 
@@ -211,7 +212,7 @@ func parkedByReason(t *testing.T, addr string) map[string]float64 {
 	for sc.Scan() {
 		if m := re.FindStringSubmatch(sc.Text()); m != nil {
 			v, err := strconv.ParseFloat(m[2], 64)
-			harness.Must(t, err, "parse %q", sc.Text())
+			testkit.Must(t, err, "parse %q", sc.Text())
 			if v != 0 {
 				out[m[1]] = v
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testkit"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -19,7 +20,7 @@ func TestUndecodableRowsAreParkedAndDiscarded(t *testing.T) {
 	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "order")
 	dropAggregateIDConstraints(t, f)
-	metrics := harness.FreePort(t)
+	metrics := testkit.FreePort(t)
 	r := f.Start("--metrics-addr", metrics)
 	r.WaitStarted()
 
@@ -137,7 +138,7 @@ func dropAggregateIDConstraints(t *testing.T, f *harness.Fixture) {
 	t.Helper()
 	ctx := context.Background()
 	var check string
-	harness.Must(t, f.DB.QueryRow(ctx, `SELECT conname FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'c'
+	testkit.Must(t, f.DB.QueryRow(ctx, `SELECT conname FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'c'
 		AND pg_get_constraintdef(oid) LIKE '%aggregate_id%'`, f.Table).Scan(&check), "find the CHECK on aggregate_id")
 	alter(t, f, `DROP CONSTRAINT "`+check+`"`)
 	alter(t, f, "ALTER COLUMN aggregate_id DROP NOT NULL")
@@ -146,5 +147,5 @@ func dropAggregateIDConstraints(t *testing.T, f *harness.Fixture) {
 func alter(t *testing.T, f *harness.Fixture, change string) {
 	t.Helper()
 	_, err := f.DB.Exec(context.Background(), "ALTER TABLE "+f.Table+" "+change)
-	harness.Must(t, err, "alter table %s %s", f.Table, change)
+	testkit.Must(t, err, "alter table %s %s", f.Table, change)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testkit"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -82,7 +83,7 @@ func TestCheckGoodRig(t *testing.T) {
 	f.WalrelayOK("init")
 	// 100 rows: both aggregate types, and row 97 with its own topic.
 	_, err := f.Write(context.Background(), harness.Load{Writers: 1, Rows: 100, MaxTxRows: 10, AggregatesPerWriter: 4, Types: []string{"order", "customer"}})
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 
 	_, report := runCheck(t, f)
 
@@ -132,7 +133,7 @@ func TestCheckGoodRig(t *testing.T) {
 func serverVersion(t *testing.T, f *harness.Fixture) int {
 	t.Helper()
 	var v int
-	harness.Must(t, f.DB.QueryRow(context.Background(), "SELECT current_setting('server_version_num')::int").Scan(&v), "server_version_num")
+	testkit.Must(t, f.DB.QueryRow(context.Background(), "SELECT current_setting('server_version_num')::int").Scan(&v), "server_version_num")
 	return v
 }
 

@@ -9,10 +9,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/kafkatest"
 )
 
 // debeziumTableSQL is the outbox table of Debezium's Outbox Event Router
@@ -55,7 +56,7 @@ func TestDebeziumPreset(t *testing.T) {
 	exec := func(sql string) {
 		t.Helper()
 		_, err := f.DB.Exec(ctx, sql)
-		harness.Must(t, err, "%s", strings.SplitN(sql, "\n", 2)[0])
+		testkit.Must(t, err, "%s", strings.SplitN(sql, "\n", 2)[0])
 	}
 	t.Cleanup(func() {
 		f.DB.Exec(ctx, "DROP PUBLICATION IF EXISTS "+schema.QuoteIdentifier(pub)) //nolint:errcheck // best effort
@@ -65,7 +66,7 @@ func TestDebeziumPreset(t *testing.T) {
 	})
 	exec("CREATE TABLE " + table.Quoted() + debeziumTableSQL)
 	flags := []string{"--preset", "debezium", "--table", table.String(), "--publication", pub}
-	harness.Must(t, harness.ExecGrants(ctx, f.DB, f.WalrelayOK("schema", append(flags, "--grant-to", harness.RelayRole)...)), "apply `walrelay schema` DDL")
+	testkit.Must(t, harness.ExecGrants(ctx, f.DB, f.WalrelayOK("schema", append(flags, "--grant-to", harness.RelayRole)...)), "apply `walrelay schema` DDL")
 	orders, customers := "order_"+f.ID, "customer_"+f.ID
 	topics := []string{"outbox.event." + orders, "outbox.event." + customers}
 	kafkatest.CreateTopics(t, f.Brokers, 3, topics...)
@@ -88,7 +89,7 @@ func TestDebeziumPreset(t *testing.T) {
 		t.Errorf("walrelay run after SIGTERM: exit %d; want 0", code)
 	}
 	var parked int
-	harness.Must(t, f.DB.QueryRow(ctx, "SELECT count(*) FROM "+schema.Table{Schema: "public", Name: table.Name + "_dead_letters"}.Quoted()).Scan(&parked), "count dead letters")
+	testkit.Must(t, f.DB.QueryRow(ctx, "SELECT count(*) FROM "+schema.Table{Schema: "public", Name: table.Name + "_dead_letters"}.Quoted()).Scan(&parked), "count dead letters")
 	if parked != 0 {
 		t.Errorf("parked rows: %d; want none (a NULL payload is a tombstone, a bad span context no reason to park)", parked)
 	}
@@ -151,13 +152,13 @@ func writeDebeziumRows(t *testing.T, f *harness.Fixture, table schema.Table, ord
 	}
 	values := map[string]string{}
 	dbRows, err := f.DB.Query(context.Background(), "SELECT id::text, payload::text FROM "+table.Quoted()+" WHERE payload IS NOT NULL")
-	harness.Must(t, err, "read payloads")
+	testkit.Must(t, err, "read payloads")
 	for dbRows.Next() {
 		var id, v string
-		harness.Must(t, dbRows.Scan(&id, &v), "scan payload")
+		testkit.Must(t, dbRows.Scan(&id, &v), "scan payload")
 		values[id] = v
 	}
-	harness.Must(t, dbRows.Err(), "read payloads")
+	testkit.Must(t, dbRows.Err(), "read payloads")
 	for _, r := range all {
 		r.wantValue = values[r.id.String()]
 	}
@@ -177,7 +178,7 @@ func insertDebeziumRows(t *testing.T, f *harness.Fixture, table schema.Table, ro
 		}
 		return nil
 	})
-	harness.Must(t, err, "write %d rows", len(rows))
+	testkit.Must(t, err, "write %d rows", len(rows))
 }
 
 // checkDebeziumRecords reads the topics with kcat (every record checked as

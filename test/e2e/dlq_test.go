@@ -13,10 +13,11 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
-	"github.com/walrelay/walrelay/dlq"
+	"github.com/walrelay/walrelay/internal/dlq"
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/kafkatest"
 )
 
 // dlqEntry is the part of `walrelay dlq list --json` the test checks.
@@ -53,15 +54,15 @@ func TestDLQVerbs(t *testing.T) {
 		t.Errorf("init said %q; want it to contain %q", out, want)
 	}
 	var exists bool
-	harness.Must(t, f.DB.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table.String()).Scan(&exists), "look for %s", table)
+	testkit.Must(t, f.DB.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table.String()).Scan(&exists), "look for %s", table)
 	if !exists {
 		t.Fatalf("after init: table %s does not exist; want it created", table)
 	}
 	err := harness.ExecGrants(ctx, f.DB, f.WalrelayOK("schema", "--grant-to", harness.RelayRole))
-	harness.Must(t, err, "grant %s its privileges", harness.RelayRole)
+	testkit.Must(t, err, "grant %s its privileges", harness.RelayRole)
 
 	st, err := dlq.New(f.DB, table)
-	harness.Must(t, err, "dead-letter store")
+	testkit.Must(t, err, "dead-letter store")
 	a := []*schema.Message{e2eMessage(1, "A"), e2eMessage(2, "A"), e2eMessage(4, "A")}
 	b, c := e2eMessage(3, "B"), []*schema.Message{e2eMessage(5, "C"), e2eMessage(6, "C")}
 	parkAggregate(t, st, f.Topic("order"), a...)
@@ -144,7 +145,7 @@ func TestDLQVerbs(t *testing.T) {
 func dropDeadLetters(t *testing.T, f *harness.Fixture, table schema.Table) {
 	t.Helper()
 	_, err := f.DB.Exec(context.Background(), "DROP TABLE "+table.Quoted())
-	harness.Must(t, err, "drop %s", table)
+	testkit.Must(t, err, "drop %s", table)
 }
 
 // runDLQ runs `walrelay dlq SUB` with the fixture's flags and returns

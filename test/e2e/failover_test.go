@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/pgserver"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // On PostgreSQL 17 and later, with a failover slot synchronised to the
@@ -94,7 +95,7 @@ func failoverWithoutFailoverSlotsStops(t *testing.T, mode string) {
 	}
 	// Nothing was created behind the operator's back.
 	var n int
-	harness.Must(t, p.Standby.QueryRow("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", p.F.Slot).Scan(&n), "slots")
+	testkit.Must(t, p.Standby.QueryRow("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", p.F.Slot).Scan(&n), "slots")
 	if n != 0 {
 		t.Errorf("slots named %s on the promoted standby: got %d; want 0", p.F.Slot, n)
 	}

@@ -19,9 +19,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/poll"
-	"github.com/walrelay/walrelay/test/rig"
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
+	"github.com/walrelay/walrelay/internal/testkit/rig"
 )
 
 // The users of the secured broker. SCRAM keeps one password per mechanism,
@@ -45,7 +45,7 @@ type secureKafka struct {
 	saslSSL   string // SASL_SSL: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 over TLS
 	saslPlain string // SASL_PLAINTEXT: the same users without TLS
 	mTLS      string // SSL that requires a client certificate from ca
-	ca        *harness.CA
+	ca        *testkit.CA
 }
 
 // startSecureKafka starts the broker and stops it in t.Cleanup. Without
@@ -53,22 +53,22 @@ type secureKafka struct {
 // without the rig.
 func startSecureKafka(t *testing.T) *secureKafka {
 	t.Helper()
-	harness.Services(t) // the same -short and missing-rig rules as every e2e test
+	testkit.Services(t) // the same -short and missing-rig rules as every e2e test
 	libs := os.Getenv("WALRELAY_TEST_KAFKA_LIBS")
 	if libs == "" {
 		// Like the rig's other variables: missing is a failure, never a
-		// skip (only -short skips, in harness.Services).
+		// skip (only -short skips, in testkit.Services).
 		t.Fatal("WALRELAY_TEST_KAFKA_LIBS is not set: the TLS and SASL tests run a Kafka broker of their own from the rig's jars; " +
 			"run `make test`, or `eval \"$(scripts/rig.sh env)\"` after `scripts/rig.sh start`")
 	}
 	java, major := kafkaRuntime(t, libs)
 	dir := t.TempDir()
-	k := &secureKafka{plain: harness.FreePort(t), saslSSL: harness.FreePort(t), saslPlain: harness.FreePort(t),
-		mTLS: harness.FreePort(t), ca: harness.NewCA(t)}
-	controller := harness.FreePort(t)
+	k := &secureKafka{plain: testkit.FreePort(t), saslSSL: testkit.FreePort(t), saslPlain: testkit.FreePort(t),
+		mTLS: testkit.FreePort(t), ca: testkit.NewCA(t)}
+	controller := testkit.FreePort(t)
 	keystore := k.keystore(t, dir)
 	props := filepath.Join(dir, "server.properties")
-	harness.Must(t, os.WriteFile(props, []byte(k.properties(controller, filepath.Join(dir, "data"), keystore)), 0o600), "write %s", props)
+	testkit.Must(t, os.WriteFile(props, []byte(k.properties(controller, filepath.Join(dir, "data"), keystore)), 0o600), "write %s", props)
 	jvm := jvmOptions(filepath.Join(dir, "logs"), major)
 
 	start := time.Now()
@@ -80,12 +80,12 @@ func startSecureKafka(t *testing.T) *secureKafka {
 		t.Fatalf("format the secured broker's storage: %v\n%s", err, out)
 	}
 	out, err := os.Create(filepath.Join(dir, "kafka.out"))
-	harness.Must(t, err, "create kafka.out")
+	testkit.Must(t, err, "create kafka.out")
 	broker := exec.Command(java, append(jvm, "-cp", filepath.Join(libs, "*"), "kafka.Kafka", props)...)
 	broker.Stdout, broker.Stderr = out, out
 	// The broker dies with the test binary, even one killed by a timeout.
 	broker.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	harness.Must(t, broker.Start(), "start the secured broker")
+	testkit.Must(t, broker.Start(), "start the secured broker")
 	exited := make(chan struct{})
 	go func() {
 		broker.Wait() //nolint:errcheck // the exit is seen through exited
@@ -121,7 +121,7 @@ func kafkaRuntime(t *testing.T, libs string) (java string, major int) {
 	if os.Getenv("JAVA_HOME") == "" {
 		var err error
 		java, err = exec.LookPath("java")
-		harness.Must(t, err, "find java (the rig's Kafka runs on it; set JAVA_HOME or PATH)")
+		testkit.Must(t, err, "find java (the rig's Kafka runs on it; set JAVA_HOME or PATH)")
 	}
 	return java, major
 }
@@ -145,11 +145,11 @@ func (k *secureKafka) keystore(t *testing.T, dir string) string {
 	var pem bytes.Buffer
 	for _, f := range []string{keyFile, certFile, k.ca.File()} {
 		b, err := os.ReadFile(f)
-		harness.Must(t, err, "read %s", f)
+		testkit.Must(t, err, "read %s", f)
 		pem.Write(b)
 	}
 	path := filepath.Join(dir, "server.keystore.pem")
-	harness.Must(t, os.WriteFile(path, pem.Bytes(), 0o600), "write %s", path)
+	testkit.Must(t, os.WriteFile(path, pem.Bytes(), 0o600), "write %s", path)
 	return path
 }
 
@@ -205,7 +205,7 @@ func clusterID(t *testing.T) string {
 	for {
 		var b [16]byte
 		_, err := rand.Read(b[:])
-		harness.Must(t, err, "random cluster id")
+		testkit.Must(t, err, "random cluster id")
 		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
 			return id
 		}
@@ -230,7 +230,7 @@ func (k *secureKafka) waitReady(t *testing.T, exited <-chan struct{}, dir string
 	})
 	for _, addr := range []string{k.saslSSL, k.saslPlain, k.mTLS} {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
-		harness.Must(t, err, "connect to the secured broker's listener %s", addr)
+		testkit.Must(t, err, "connect to the secured broker's listener %s", addr)
 		c.Close()
 	}
 }
@@ -253,10 +253,10 @@ func (k *secureKafka) setSCRAM256(t *testing.T, user, password string) {
 	t.Helper()
 	salt := make([]byte, 16)
 	_, err := rand.Read(salt)
-	harness.Must(t, err, "salt")
+	testkit.Must(t, err, "salt")
 	const iterations = 4096
 	salted, err := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
-	harness.Must(t, err, "salt the password")
+	testkit.Must(t, err, "salt the password")
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -267,7 +267,7 @@ func (k *secureKafka) setSCRAM256(t *testing.T, user, password string) {
 	if err == nil && len(res.Results) == 1 {
 		err = res.Results[0].Error
 	}
-	harness.Must(t, err, "set the SCRAM-SHA-256 password of %s", user)
+	testkit.Must(t, err, "set the SCRAM-SHA-256 password of %s", user)
 }
 
 // tailFile is the last n lines of a file, or why it cannot be read.

@@ -12,8 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // With an idle outbox while another database writes 200 MB of WAL, the
@@ -22,12 +23,12 @@ import (
 // retains next to nothing for the slot.
 func TestHeartbeatKeepsTheSlotMovingWhileAnotherDatabaseWrites(t *testing.T) {
 	f := harness.New(t, "order")
-	metrics := harness.FreePort(t)
+	metrics := testkit.FreePort(t)
 	r := f.Start("--metrics-addr", metrics, "--heartbeat-interval", "500ms", "--slot-poll-interval", "500ms")
 	ctx := context.Background()
 	oc := otherDatabase(t, f)
 	_, err := oc.Exec(ctx, "CREATE TABLE noise (id bigserial PRIMARY KEY, v text)")
-	harness.Must(t, err, "create table in the other database")
+	testkit.Must(t, err, "create table in the other database")
 
 	start := f.CurrentLSN()
 	f.WaitConfirmed(r, start, 30*time.Second)
@@ -37,7 +38,7 @@ func TestHeartbeatKeepsTheSlotMovingWhileAnotherDatabaseWrites(t *testing.T) {
 	began := time.Now()
 	for f.CurrentLSN()-start < want {
 		_, err := oc.Exec(ctx, "INSERT INTO noise (v) SELECT repeat(md5(g::text), 32) FROM generate_series(1, 5000) g")
-		harness.Must(t, err, "write in the other database")
+		testkit.Must(t, err, "write in the other database")
 		if c := f.ConfirmedLSN(); c != last {
 			moves, last = moves+1, c
 		}
@@ -72,22 +73,22 @@ func TestHeartbeatKeepsTheSlotMovingWhileAnotherDatabaseWrites(t *testing.T) {
 // the verdict once the walsender runs again.
 func TestWatchdogReportsAStall(t *testing.T) {
 	f := harness.New(t, "order")
-	metrics := harness.FreePort(t)
+	metrics := testkit.FreePort(t)
 	r := f.Start("--metrics-addr", metrics, "--heartbeat-interval", "300ms", "--slot-poll-interval", "300ms", "--stall-threshold", "3s")
 	ctx := context.Background()
 	_, err := f.Write(ctx, harness.Load{Writers: 1, Rows: 50, MaxTxRows: 5, AggregatesPerWriter: 3, Types: []string{"order"}})
-	harness.Must(t, err, "write")
+	testkit.Must(t, err, "write")
 	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
 	waitReady(t, metrics, http.StatusOK, 15*time.Second)
 
 	var pid int
-	harness.Must(t, f.DB.QueryRow(ctx, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", f.Slot).Scan(&pid), "read walsender pid")
-	harness.Must(t, syscall.Kill(pid, syscall.SIGSTOP), "SIGSTOP walsender %d", pid)
+	testkit.Must(t, f.DB.QueryRow(ctx, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", f.Slot).Scan(&pid), "read walsender pid")
+	testkit.Must(t, syscall.Kill(pid, syscall.SIGSTOP), "SIGSTOP walsender %d", pid)
 	resumed := false
 	resume := func() {
 		if !resumed {
 			resumed = true
-			harness.Must(t, syscall.Kill(pid, syscall.SIGCONT), "SIGCONT walsender %d", pid)
+			testkit.Must(t, syscall.Kill(pid, syscall.SIGCONT), "SIGCONT walsender %d", pid)
 		}
 	}
 	t.Cleanup(resume)
@@ -106,7 +107,7 @@ func TestWatchdogReportsAStall(t *testing.T) {
 	waitMetric(t, metrics, "walrelay_stalled", func(v float64) bool { return v == 0 }, 30*time.Second)
 	waitReady(t, metrics, http.StatusOK, 15*time.Second)
 	_, err = f.Write(ctx, harness.Load{Writers: 1, Rows: 50, MaxTxRows: 5, AggregatesPerWriter: 3, Types: []string{"order"}})
-	harness.Must(t, err, "write after the stall")
+	testkit.Must(t, err, "write after the stall")
 	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
 	if code := r.Stop(); code != 0 {
 		t.Fatalf("exit code %d; want 0", code)
@@ -120,13 +121,13 @@ func otherDatabase(t *testing.T, f *harness.Fixture) *pgx.Conn {
 	ctx := context.Background()
 	name := "db_" + f.ID
 	_, err := f.DB.Exec(ctx, "CREATE DATABASE "+name)
-	harness.Must(t, err, "create database %s", name)
+	testkit.Must(t, err, "create database %s", name)
 	t.Cleanup(func() { f.DB.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") }) //nolint:errcheck // best effort
 	cfg, err := pgx.ParseConfig(f.PGURL)
-	harness.Must(t, err, "parse url")
+	testkit.Must(t, err, "parse url")
 	cfg.Database = name
 	conn, err := pgx.ConnectConfig(ctx, cfg)
-	harness.Must(t, err, "connect to %s", name)
+	testkit.Must(t, err, "connect to %s", name)
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
 }

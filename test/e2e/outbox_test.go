@@ -7,10 +7,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/kafkatest"
 )
 
 // A rolled-back business transaction leaves neither order nor outbox row
@@ -24,10 +25,10 @@ func TestRolledBackBusinessTransactionLeavesNoOrderRowOrMessage(t *testing.T) {
 	ctx := context.Background()
 	orders := "orders_" + f.ID
 	_, err := f.DB.Exec(ctx, "CREATE TABLE "+orders+" (id text PRIMARY KEY, cents bigint NOT NULL)")
-	harness.Must(t, err, "create the orders table")
+	testkit.Must(t, err, "create the orders table")
 	t.Cleanup(func() { f.DB.Exec(context.Background(), "DROP TABLE IF EXISTS "+orders) }) //nolint:errcheck // best effort
 	w, err := outbox.New(outbox.Config{Table: schema.Table{Schema: "public", Name: f.Table}})
-	harness.Must(t, err, "new outbox writer")
+	testkit.Must(t, err, "new outbox writer")
 
 	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	submit := func(id string, commit bool) *outbox.Message {
@@ -36,15 +37,15 @@ func TestRolledBackBusinessTransactionLeavesNoOrderRowOrMessage(t *testing.T) {
 		msg := &outbox.Message{AggregateType: "order", AggregateID: id, AggregateVersion: 1, HasVersion: true,
 			Type: "order.submitted.v1", Payload: map[string]any{"order_id": id, "cents": 4250}}
 		tx, err := f.DB.Begin(ctx)
-		harness.Must(t, err, "begin")
+		testkit.Must(t, err, "begin")
 		defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
 		_, err = tx.Exec(ctx, "INSERT INTO "+orders+" (id, cents) VALUES ($1, 4250)", id)
-		harness.Must(t, err, "insert order %s", id)
-		harness.Must(t, w.Write(ctx, tx, msg), "write the message of order %s", id)
+		testkit.Must(t, err, "insert order %s", id)
+		testkit.Must(t, w.Write(ctx, tx, msg), "write the message of order %s", id)
 		if commit {
-			harness.Must(t, tx.Commit(ctx), "commit order %s", id)
+			testkit.Must(t, tx.Commit(ctx), "commit order %s", id)
 		} else {
-			harness.Must(t, tx.Rollback(ctx), "roll back order %s", id)
+			testkit.Must(t, tx.Rollback(ctx), "roll back order %s", id)
 		}
 		return msg
 	}
@@ -109,6 +110,6 @@ func countWhere(t *testing.T, db interface {
 }, sql string, arg any) int {
 	t.Helper()
 	var n int
-	harness.Must(t, db.QueryRow(context.Background(), sql, arg).Scan(&n), "count: %s", sql)
+	testkit.Must(t, db.QueryRow(context.Background(), sql, arg).Scan(&n), "count: %s", sql)
 	return n
 }

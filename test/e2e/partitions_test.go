@@ -10,9 +10,10 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/kafkatest"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // A topic grown from 3 to 6 partitions under a running relay, under load:
@@ -26,7 +27,7 @@ func TestGrownTopicIsHeldUntilAccepted(t *testing.T) {
 	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "order")
 	topic := f.Topic("order")
-	metrics := harness.FreePort(t)
+	metrics := testkit.FreePort(t)
 	r := f.Start("--partition-check-interval", "1s", "--metrics-addr", metrics)
 	ctx := context.Background()
 
@@ -52,7 +53,7 @@ func TestGrownTopicIsHeldUntilAccepted(t *testing.T) {
 			t.Errorf("the line lacks %s", want)
 		}
 	}
-	harness.Must(t, <-wrote, "write outbox rows")
+	testkit.Must(t, <-wrote, "write outbox rows")
 	end := f.CurrentLSN()
 
 	// Held: the writers are done, and the relay neither confirms their

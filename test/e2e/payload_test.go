@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testkit"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -22,8 +23,8 @@ func TestTombstonesContentTypeAndHeaderHygiene(t *testing.T) {
 	f := harness.New(t, "order")
 	ctx := context.Background()
 	_, err := f.DB.Exec(ctx, "ALTER TABLE "+f.Table+" ALTER COLUMN payload DROP NOT NULL, ALTER COLUMN payload TYPE text USING payload::text")
-	harness.Must(t, err, "make the payload a nullable text column")
-	metrics := harness.FreePort(t)
+	testkit.Must(t, err, "make the payload a nullable text column")
+	metrics := testkit.FreePort(t)
 	r := f.Start("--null-payload", "tombstone", "--content-type", "application/json", "--metrics-addr", metrics)
 	r.WaitStarted()
 
@@ -33,7 +34,7 @@ func TestTombstonesContentTypeAndHeaderHygiene(t *testing.T) {
 		t.Helper()
 		_, err := f.DB.Exec(ctx, "INSERT INTO "+f.Table+` (message_id, aggregate_type, aggregate_id, aggregate_version, type, payload, headers)
 			VALUES (gen_random_uuid(), 'order', $1, $2, 'order.changed.v1', $3, $4::jsonb)`, agg, version, payload, headers)
-		harness.Must(t, err, "insert %s v%d", agg, version)
+		testkit.Must(t, err, "insert %s v%d", agg, version)
 	}
 	str := func(s string) *string { return &s }
 	bad, goodSchema := str(badHeaders), str(`{"ce_dataschema": "https://example.com/schemas/order.json"}`)

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/pgtest"
 	"github.com/walrelay/walrelay/slot"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/pgtest"
 )
 
 // TestPruneDeletesOnlyPublishedOldRows runs `walrelay prune` against a
@@ -66,25 +67,25 @@ func insertAged(t *testing.T, f *harness.Fixture, prefix string, n int, age time
 	t.Helper()
 	ctx := context.Background()
 	tx, err := f.DB.Begin(ctx)
-	harness.Must(t, err, "begin")
+	testkit.Must(t, err, "begin")
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
 	rows, err := tx.Query(ctx, `INSERT INTO `+f.Table+` (message_id, aggregate_type, aggregate_id, aggregate_version, type, payload, occurred_at)
 		SELECT gen_random_uuid(), 'order', $1 || '-' || g, 1, 'order.submitted.v1', jsonb_build_object('n', g),
 			now() - $3::bigint * interval '1 microsecond'
 		FROM generate_series(1, $2) g RETURNING message_id::text`, f.ID+"-"+prefix, n, age.Microseconds())
-	harness.Must(t, err, "insert %d %s rows", n, prefix)
+	testkit.Must(t, err, "insert %d %s rows", n, prefix)
 	var ids []string
 	for rows.Next() {
 		var id string
-		harness.Must(t, rows.Scan(&id), "scan id")
+		testkit.Must(t, rows.Scan(&id), "scan id")
 		ids = append(ids, id)
 	}
-	harness.Must(t, rows.Err(), "insert %d %s rows", n, prefix)
+	testkit.Must(t, rows.Err(), "insert %d %s rows", n, prefix)
 	var s string
-	harness.Must(t, tx.QueryRow(ctx, "SELECT pg_current_xact_id()::text").Scan(&s), "read the xid")
-	harness.Must(t, tx.Commit(ctx), "commit %s rows", prefix)
+	testkit.Must(t, tx.QueryRow(ctx, "SELECT pg_current_xact_id()::text").Scan(&s), "read the xid")
+	testkit.Must(t, tx.Commit(ctx), "commit %s rows", prefix)
 	xid, err := strconv.ParseUint(s, 10, 64)
-	harness.Must(t, err, "parse xid %q", s)
+	testkit.Must(t, err, "parse xid %q", s)
 	return ids, xid
 }
 
@@ -114,7 +115,7 @@ func TestPruneKeepsWhatAPendingRecoveryNeeds(t *testing.T) {
 	ctx := context.Background()
 	since := time.Now().Add(-3 * time.Hour).UTC().Truncate(time.Second)
 	err := slot.BeginRecovery(ctx, f.DB, recoveries(f), slot.Recovery{Slot: f.Slot, Since: &since, StartedBy: "e2e:1"})
-	harness.Must(t, err, "mark a recovery pending")
+	testkit.Must(t, err, "mark a recovery pending")
 
 	prune := []string{"--postgres-url", f.PGURL, "--retention", "1h", "--prune-wait", "30s"}
 	out := f.WalrelayOK("prune", prune...)
@@ -125,7 +126,7 @@ func TestPruneKeepsWhatAPendingRecoveryNeeds(t *testing.T) {
 	}
 	wantIDs(t, "rows left while the recovery is pending", f, append(neededIDs, newIDs...))
 
-	harness.Must(t, slot.FinishRecovery(ctx, f.DB, recoveries(f), f.Slot, int64(len(neededIDs)), 0), "finish the recovery")
+	testkit.Must(t, slot.FinishRecovery(ctx, f.DB, recoveries(f), f.Slot, int64(len(neededIDs)), 0), "finish the recovery")
 	out = f.WalrelayOK("prune", prune...)
 	if !strings.HasPrefix(out, "pruned 10 rows from ") || strings.Contains(out, "recovery") {
 		t.Errorf("prune after the recovery said %q; want the 10 rows it had kept, no recovery", out)

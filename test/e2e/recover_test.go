@@ -14,11 +14,12 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
+	"github.com/walrelay/walrelay/internal/testkit/rig"
 	"github.com/walrelay/walrelay/test/faultproxy"
 	"github.com/walrelay/walrelay/test/harness"
 	"github.com/walrelay/walrelay/test/pgserver"
-	"github.com/walrelay/walrelay/test/poll"
-	"github.com/walrelay/walrelay/test/rig"
 )
 
 // The tests of `walrelay recover` (issue 17): a slot lost to
@@ -45,7 +46,7 @@ func TestRecoverClosesTheGapOfALostSlot(t *testing.T) {
 	// Segments of 16 MB and a keep size under one: a slot is lost as soon as
 	// a checkpoint starts in a later segment than its restart_lsn's.
 	srv := pgserver.Start(t, pgserver.Settings{"max_slot_wal_keep_size = 2MB"})
-	_, brokers := harness.Services(t)
+	_, brokers := testkit.Services(t)
 	f := harness.NewWith(t, srv.URL("walrelay"), brokers, "order")
 	stop, rounds := loseTheSlot(t, f)
 	rows := f.OutboxRows()
@@ -123,7 +124,7 @@ func followAdvice(t *testing.T, f *harness.Fixture, loss slotLoss) int {
 		t.Fatalf("walrelay run's last line: want `walrelay recover --since TIME` in it:\n%s", loss.line)
 	}
 	since, err := time.Parse(time.RFC3339Nano, advice[1])
-	harness.Must(t, err, "parse the time of the advice %q", advice[0])
+	testkit.Must(t, err, "parse the time of the advice %q", advice[0])
 	if since.After(loss.confirmedAt) {
 		t.Errorf("the advice's --since %s is after the test saw the slot confirm %s, at %s", advice[1], loss.confirmed, loss.confirmedAt.UTC().Format(time.RFC3339Nano))
 	}
@@ -151,7 +152,7 @@ func kafkaLink(t *testing.T) *faultproxy.Proxy {
 		p, err = faultproxy.Start(rig.Env(t, "WALRELAY_TEST_KAFKA_PROXY"), rig.Env(t, "WALRELAY_TEST_KAFKA_PROXIED"))
 		return err == nil
 	})
-	harness.Must(t, err, "start the Kafka proxy")
+	testkit.Must(t, err, "start the Kafka proxy")
 	t.Cleanup(func() { p.Close() }) //nolint:errcheck // closed by the test already, normally; a second Close returns nil
 	return p
 }
@@ -180,7 +181,7 @@ func invalidateSlot(t *testing.T, f *harness.Fixture) time.Time {
 	poll.EventuallyEvery(t, time.Minute, 200*time.Millisecond, "wal_status lost", func() (string, bool) {
 		f.PG.Exec("SELECT pg_switch_wal()")
 		f.PG.Exec("CHECKPOINT")
-		harness.Must(t, f.DB.QueryRow(context.Background(), "SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1", f.Slot).Scan(&status), "read wal_status")
+		testkit.Must(t, f.DB.QueryRow(context.Background(), "SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1", f.Slot).Scan(&status), "read wal_status")
 		return "wal_status " + status, status == "lost"
 	})
 	return time.Now()
@@ -193,7 +194,7 @@ func streamAndVerify(t *testing.T, f *harness.Fixture, extra int) []harness.Row 
 	r := f.Run()
 	r.WaitStarted()
 	_, err := f.Write(context.Background(), harness.Load{Writers: 2, Rows: extra, MaxTxRows: 10, AggregatesPerWriter: 5, Types: []string{"order"}})
-	harness.Must(t, err, "write %d rows while walrelay streams", extra)
+	testkit.Must(t, err, "write %d rows while walrelay streams", extra)
 	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
 	if code := r.Stop(); code != 0 {
 		t.Errorf("walrelay run exit code after SIGTERM: got %d; want 0", code)
@@ -211,7 +212,7 @@ func summaryCount(t *testing.T, summary, what string) int {
 		t.Fatalf("recover's summary %q: want \"N %s\" in it", summary, what)
 	}
 	n, err := strconv.Atoi(m[1])
-	harness.Must(t, err, "parse %q", m[1])
+	testkit.Must(t, err, "parse %q", m[1])
 	return n
 }
 
@@ -281,7 +282,7 @@ func publishAsAnotherRelay(t *testing.T, f *harness.Fixture, rows []harness.Row)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	harness.Must(t, w.WriteMessages(ctx, msgs...), "publish %d rows as another relay", len(rows))
+	testkit.Must(t, w.WriteMessages(ctx, msgs...), "publish %d rows as another relay", len(rows))
 }
 
 // `walrelay recover --all` killed with SIGKILL half-way through publishing
@@ -324,7 +325,7 @@ func TestRecoverKilledHalfWayIsSafeToRunAgain(t *testing.T) {
 			ConsistentLSN *string `json:"consistent_lsn"`
 		} `json:"recovery"`
 	}
-	harness.Must(t, json.Unmarshal([]byte(statusRun(t, f, "a recovery is pending", "--json")), &st), "parse walrelay status --json")
+	testkit.Must(t, json.Unmarshal([]byte(statusRun(t, f, "a recovery is pending", "--json")), &st), "parse walrelay status --json")
 	if r := st.Recovery; r == nil || !r.Pending || r.Since != nil || r.ConsistentLSN == nil {
 		t.Errorf("walrelay status --json, recovery: got %+v; want pending, since null (every row), a consistent_lsn", r)
 	}
@@ -378,7 +379,7 @@ func recoveryPending(t *testing.T, f *harness.Fixture) bool {
 	t.Helper()
 	var pending bool
 	err := f.DB.QueryRow(context.Background(), `SELECT count(*) > 0 FROM `+f.Table+`_recoveries WHERE slot_name = $1 AND finished_at IS NULL`, f.Slot).Scan(&pending)
-	harness.Must(t, err, "read the recoveries table")
+	testkit.Must(t, err, "read the recoveries table")
 	return pending
 }
 
@@ -392,7 +393,7 @@ func TestRecoverRefusesALeaderAndAUsableSlot(t *testing.T) {
 	r := f.Start()
 	r.WaitStarted()
 	_, err := f.Write(context.Background(), harness.Load{Writers: 2, Rows: 200, MaxTxRows: 10, AggregatesPerWriter: 5, Types: []string{"order"}})
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
 	confirmed := f.ConfirmedLSN()
 
@@ -425,7 +426,7 @@ func TestRecoverRefusesALeaderAndAUsableSlot(t *testing.T) {
 	var forced string
 	var finished bool
 	err = f.DB.QueryRow(context.Background(), `SELECT coalesce(force_reason, ''), finished_at IS NOT NULL FROM `+f.Table+`_recoveries WHERE slot_name = $1`, f.Slot).Scan(&forced, &finished)
-	harness.Must(t, err, "read the recoveries table")
+	testkit.Must(t, err, "read the recoveries table")
 	if forced != reason || !finished {
 		t.Errorf("the recoveries table: force_reason %q, finished %v; want %q, true", forced, finished, reason)
 	}

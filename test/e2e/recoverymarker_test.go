@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testkit"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
 	"github.com/walrelay/walrelay/test/harness"
@@ -25,7 +26,7 @@ func TestInitCreatesTheRecoveriesTable(t *testing.T) {
 	ctx := context.Background()
 	rec := recoveries(f)
 	_, err := f.DB.Exec(ctx, "DROP TABLE "+rec.Quoted())
-	harness.Must(t, err, "drop %s", rec)
+	testkit.Must(t, err, "drop %s", rec)
 
 	_, stderr, code := f.Walrelay("init")
 	if code != 1 || !strings.Contains(stderr, "recoveries table "+rec.String()+" does not exist and this role may not create it") ||
@@ -37,7 +38,7 @@ func TestInitCreatesTheRecoveriesTable(t *testing.T) {
 		t.Errorf("init said %q; want it to contain %q", out, want)
 	}
 	var exists bool
-	harness.Must(t, f.DB.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", rec.Quoted()).Scan(&exists), "look for %s", rec)
+	testkit.Must(t, f.DB.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", rec.Quoted()).Scan(&exists), "look for %s", rec)
 	if !exists {
 		t.Errorf("after init: table %s does not exist; want it created", rec)
 	}
@@ -52,7 +53,7 @@ func TestRunRefusesWhileARecoveryIsPending(t *testing.T) {
 	ctx := context.Background()
 	since := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	err := slot.BeginRecovery(ctx, f.DB, recoveries(f), slot.Recovery{Slot: f.Slot, Since: &since, StartedBy: "e2e:1"})
-	harness.Must(t, err, "mark a recovery pending")
+	testkit.Must(t, err, "mark a recovery pending")
 
 	_, stderr, code := f.Walrelay("run")
 	want := fmt.Sprintf(`walrelay: recovery: a recovery of slot %q (rows since 2025-03-01T12:00:00Z, started at `, f.Slot)
@@ -65,6 +66,6 @@ func TestRunRefusesWhileARecoveryIsPending(t *testing.T) {
 		t.Errorf("check: recovery %+v; want it failing, pending", c)
 	}
 
-	harness.Must(t, slot.FinishRecovery(ctx, f.DB, recoveries(f), f.Slot, 0, 0), "finish the recovery")
+	testkit.Must(t, slot.FinishRecovery(ctx, f.DB, recoveries(f), f.Slot, 0, 0), "finish the recovery")
 	f.Run().WaitStarted()
 }

@@ -11,8 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // The core promise: 10,000 rows from 8 concurrent writers, in transactions
@@ -22,13 +23,13 @@ import (
 func TestEveryCommittedRowArrivesInOrder(t *testing.T) {
 	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "order", "customer")
-	metrics := harness.FreePort(t)
+	metrics := testkit.FreePort(t)
 	r := f.Start("--metrics-addr", metrics)
 
 	ctx := context.Background()
 	start := time.Now()
 	n, err := f.Write(ctx, harness.Load{Writers: 8, Rows: 10000, MaxTxRows: 50, AggregatesPerWriter: 10, Types: []string{"order", "customer"}})
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 	wrote := time.Since(start)
 	end := f.CurrentLSN()
 	took := f.WaitConfirmed(r, end, 3*time.Minute)
@@ -54,10 +55,10 @@ func TestEveryCommittedRowArrivesInOrder(t *testing.T) {
 func scrape(t *testing.T, addr string) string {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
-	harness.Must(t, err, "scrape /metrics")
+	testkit.Must(t, err, "scrape /metrics")
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	harness.Must(t, err, "read /metrics")
+	testkit.Must(t, err, "read /metrics")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /metrics: %s", resp.Status)
 	}
@@ -75,29 +76,29 @@ func TestRolledBackRowsAreNeverPublished(t *testing.T) {
 	insert := func(tx pgx.Tx, id string, version int64) {
 		t.Helper()
 		_, err := tx.Exec(ctx, "INSERT INTO "+f.Table+" (message_id, aggregate_type, aggregate_id, aggregate_version, type, payload) VALUES ($1, 'order', 'o-1', $2, 'order.submitted.v1', '{\"n\": 1}')", id, version)
-		harness.Must(t, err, "insert")
+		testkit.Must(t, err, "insert")
 	}
 	tx, err := f.DB.Begin(ctx)
-	harness.Must(t, err, "begin")
+	testkit.Must(t, err, "begin")
 	for i := 0; i < 5; i++ {
 		id := harness.NewUUID()
 		rolledBack[id] = true
 		insert(tx, id, int64(100+i))
 	}
-	harness.Must(t, tx.Rollback(ctx), "rollback")
+	testkit.Must(t, tx.Rollback(ctx), "rollback")
 
 	tx, err = f.DB.Begin(ctx)
-	harness.Must(t, err, "begin")
+	testkit.Must(t, err, "begin")
 	insert(tx, harness.NewUUID(), 1)
 	_, err = tx.Exec(ctx, "SAVEPOINT s")
-	harness.Must(t, err, "savepoint")
+	testkit.Must(t, err, "savepoint")
 	id := harness.NewUUID()
 	rolledBack[id] = true
 	insert(tx, id, 99)
 	_, err = tx.Exec(ctx, "ROLLBACK TO SAVEPOINT s")
-	harness.Must(t, err, "rollback to savepoint")
+	testkit.Must(t, err, "rollback to savepoint")
 	insert(tx, harness.NewUUID(), 2)
-	harness.Must(t, tx.Commit(ctx), "commit")
+	testkit.Must(t, tx.Commit(ctx), "commit")
 
 	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
 	rows := f.OutboxRows()
@@ -150,13 +151,13 @@ func TestSIGTERMMidStreamThenRestartLosesNothing(t *testing.T) {
 	var final struct {
 		LSN string `json:"confirmed_lsn"`
 	}
-	harness.Must(t, json.Unmarshal([]byte(r.WaitLine(`"final status update sent"`, time.Second)), &final), "parse the final status line")
+	testkit.Must(t, json.Unmarshal([]byte(r.WaitLine(`"final status update sent"`, time.Second)), &final), "parse the final status line")
 	if final.LSN != stoppedAt.String() {
 		t.Errorf("the relay's final status update confirmed %s; the slot holds %s", final.LSN, stoppedAt)
 	}
 
 	r = f.Run()
-	harness.Must(t, <-wrote, "write outbox rows")
+	testkit.Must(t, <-wrote, "write outbox rows")
 	end := f.CurrentLSN()
 	f.WaitConfirmed(r, end, 3*time.Minute)
 	if code := r.Stop(); code != 0 {
@@ -182,18 +183,18 @@ func TestIdleSlotKeepsUpWithUnrelatedWrites(t *testing.T) {
 	ctx := context.Background()
 	other := "other_" + f.ID
 	_, err := f.DB.Exec(ctx, "CREATE TABLE "+other+" (id bigserial PRIMARY KEY, v text)")
-	harness.Must(t, err, "create unrelated table")
+	testkit.Must(t, err, "create unrelated table")
 	t.Cleanup(func() { f.DB.Exec(context.Background(), "DROP TABLE IF EXISTS "+other) }) //nolint:errcheck // best effort
 	oc := otherDatabase(t, f)
 	_, err = oc.Exec(ctx, "CREATE TABLE noise (id bigserial PRIMARY KEY, v text)")
-	harness.Must(t, err, "create table in the other database")
+	testkit.Must(t, err, "create table in the other database")
 
 	for round := 0; round < 3; round++ {
 		for i := 0; i < 20; i++ {
 			_, err := f.DB.Exec(ctx, "INSERT INTO "+other+" (v) SELECT repeat('x', 100) FROM generate_series(1, 100)")
-			harness.Must(t, err, "unrelated insert")
+			testkit.Must(t, err, "unrelated insert")
 			_, err = oc.Exec(ctx, "INSERT INTO noise (v) SELECT repeat('y', 100) FROM generate_series(1, 100)")
-			harness.Must(t, err, "insert in other database")
+			testkit.Must(t, err, "insert in other database")
 		}
 		target := f.CurrentLSN()
 		// The stream is idle, so the position the server reports in its
@@ -214,10 +215,10 @@ func TestStandbyTakesOverWhenTheLeaderStops(t *testing.T) {
 	ctx := context.Background()
 	l := harness.Load{Writers: 2, Rows: 500, MaxTxRows: 10, AggregatesPerWriter: 5, Types: []string{"order"}}
 	_, err := f.Write(ctx, l)
-	harness.Must(t, err, "write")
+	testkit.Must(t, err, "write")
 	f.WaitConfirmed(a, f.CurrentLSN(), time.Minute)
 
-	bMetrics := harness.FreePort(t)
+	bMetrics := testkit.FreePort(t)
 	b := f.Run("--metrics-addr", bMetrics)
 	b.WaitLine("waiting for leadership", 30*time.Second) // the second relay says it waits for the slot
 	// A standby that can read the slot is ready: waiting is its job.
@@ -233,7 +234,7 @@ func TestStandbyTakesOverWhenTheLeaderStops(t *testing.T) {
 	}
 	l.Rows = 700
 	_, err = f.Write(ctx, l)
-	harness.Must(t, err, "write")
+	testkit.Must(t, err, "write")
 	took := f.WaitConfirmed(b, f.CurrentLSN(), time.Minute)
 	t.Logf("the second relay confirmed the new rows %s after they were written", took.Round(time.Millisecond))
 	waitMetric(t, bMetrics, "walrelay_streaming", func(v float64) bool { return v == 1 }, 15*time.Second)

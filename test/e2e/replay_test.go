@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testkit"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -22,7 +23,7 @@ func TestReplayOneAggregateTypeIntoAnotherTopic(t *testing.T) {
 	ctx := context.Background()
 	f.WriteBulk(ctx, harness.Bulk{Rows: 2000, Aggregates: 40, Types: []string{"order", "invoice"}, Payload: 50})
 	_, err := f.Write(ctx, harness.Load{Writers: 2, Rows: 400, MaxTxRows: 20, AggregatesPerWriter: 6, Types: []string{"order", "invoice"}})
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 	var orders []harness.Row
 	for _, r := range f.OutboxRows() {
 		if r.AggregateType == "order" {
@@ -51,7 +52,7 @@ func TestReplayOneAggregateTypeIntoAnotherTopic(t *testing.T) {
 		t.Errorf("records in the fixture's topics: %d; want only the %d replayed (nothing in the rows' own topics)", n, len(orders))
 	}
 	var slots int
-	harness.Must(t, f.DB.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", f.Slot).Scan(&slots), "count slots")
+	testkit.Must(t, f.DB.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", f.Slot).Scan(&slots), "count slots")
 	if slots != 0 {
 		t.Errorf("slots named %s after replay: %d; want 0 (replay never touches the slot)", f.Slot, slots)
 	}

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // walrelay talks TLS and SASL to Kafka: one broker of the test's own
@@ -42,14 +43,14 @@ func scramArgs(password string) []string {
 func testSCRAMPublishes(t *testing.T, k *secureKafka) {
 	f := harness.NewOn(t, k.plain, "order", "customer")
 	pwFile := filepath.Join(t.TempDir(), "kafka-password")
-	harness.Must(t, os.WriteFile(pwFile, []byte(scram512Password+"\n"), 0o600), "write the password file")
+	testkit.Must(t, os.WriteFile(pwFile, []byte(scram512Password+"\n"), 0o600), "write the password file")
 	args := append(k.tlsArgs(), "--kafka-sasl-mechanism", "scram-sha-512", "--kafka-sasl-username", kafkaUser,
 		"--kafka-sasl-password-file", pwFile)
 	r := f.Start(args...)
 	r.WaitStarted()
 
 	n, err := f.Write(context.Background(), harness.Load{Writers: 2, Rows: 600, MaxTxRows: 20, AggregatesPerWriter: 5, Types: []string{"order", "customer"}})
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 	took := f.WaitConfirmed(r, f.CurrentLSN(), 2*time.Minute)
 	t.Logf("%d rows confirmed %s after the last commit", n, took.Round(time.Millisecond))
 	if code := r.Stop(); code != 0 {
@@ -105,7 +106,7 @@ func testUntrustedCertificate(t *testing.T, k *secureKafka) {
 		args []string
 		want string
 	}{
-		{"another CA", []string{"--kafka-brokers", k.saslSSL, "--kafka-tls-ca-file", harness.NewCA(t).File()}, "certificate signed by unknown authority"},
+		{"another CA", []string{"--kafka-brokers", k.saslSSL, "--kafka-tls-ca-file", testkit.NewCA(t).File()}, "certificate signed by unknown authority"},
 		{"system roots", []string{"--kafka-brokers", k.saslSSL, "--kafka-tls"}, "certificate signed by unknown authority"},
 		{"another name", append(k.tlsArgs(), "--kafka-tls-server-name", "kafka.invalid"), "kafka.invalid"},
 	}
@@ -155,7 +156,7 @@ func testCheckMechanisms(t *testing.T, k *secureKafka) {
 	f.WalrelayOK("init")
 	// Rows, so that the check knows the topic and reads its settings too.
 	_, err := f.Write(context.Background(), harness.Load{Writers: 1, Rows: 10, MaxTxRows: 5, AggregatesPerWriter: 2, Types: []string{"order"}})
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 	clientCert, clientKey := k.ca.Issue(t, "walrelay-client")
 	sasl := func(mech, password string) []string {
 		return append(k.tlsArgs(), "--kafka-sasl-mechanism", mech, "--kafka-sasl-username", kafkaUser, "--kafka-sasl-password", password)
@@ -217,7 +218,7 @@ func testPlainWithoutTLS(t *testing.T, k *secureKafka) {
 		"--kafka-sasl-password", plainPassword)
 	r.WaitStarted()
 	n, err := f.Write(context.Background(), harness.Load{Writers: 1, Rows: 50, MaxTxRows: 5, AggregatesPerWriter: 3, Types: []string{"order"}})
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
 	if code := r.Stop(); code != 0 {
 		t.Fatalf("walrelay exit code after SIGTERM: got %d; want 0\n%s", code, r.Stderr.String())
@@ -255,13 +256,13 @@ func testPasswordChangedWhileRunning(t *testing.T, k *secureKafka) {
 	ctx := context.Background()
 	load := harness.Load{Writers: 1, Rows: 20, MaxTxRows: 5, AggregatesPerWriter: 3, Types: []string{"order"}}
 	_, err := f.Write(ctx, load)
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
 
 	k.setSCRAM256(t, user, changed)
 	time.Sleep(3 * time.Second) // past the 2s session of walrelay's connections
 	_, err = f.Write(ctx, load)
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 	end := f.CurrentLSN()
 	poll.EventuallyEvery(t, 30*time.Second, 100*time.Millisecond, "a retried produce with SASL Authentication Failed in walrelay's log", func() (string, bool) {
 		log := r.Stderr.String()
@@ -308,7 +309,7 @@ func wantNoDeadLetters(t *testing.T, f *harness.Fixture) {
 	t.Helper()
 	var n int
 	err := f.DB.QueryRow(context.Background(), "SELECT count(*) FROM "+f.Table+"_dead_letters").Scan(&n)
-	harness.Must(t, err, "count dead letters")
+	testkit.Must(t, err, "count dead letters")
 	if n != 0 {
 		t.Errorf("dead letters: got %d; want none (an authentication failure is no bad message)", n)
 	}

@@ -16,8 +16,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // The PostgreSQL half of walrelay's transport security: walrelay reaches the
@@ -32,7 +33,7 @@ const tlsRole = "walrelay_tls"
 // pgTLS is the rig's server with TLS on, for one test, and how to reach it
 // as tlsRole.
 type pgTLS struct {
-	ca, otherCA  *harness.CA // ca signed the server's certificate; otherCA did not
+	ca, otherCA  *testkit.CA // ca signed the server's certificate; otherCA did not
 	password     string      // tlsRole's, with characters that need escaping
 	secret       string      // the random part of password, looked for in output
 	passwordFile string      // password and a line break
@@ -65,11 +66,11 @@ func TestPostgresTLSVerifyFullStreams(t *testing.T) {
 	s := enablePostgresTLS(t, f)
 
 	// Heartbeats every second, so that they too are written as the role.
-	metrics := harness.FreePort(t)
+	metrics := testkit.FreePort(t)
 	r := f.Run(append(s.verifyFull(), "--heartbeat-interval", "1s", "--metrics-addr", metrics)...)
 	r.WaitStarted()
 	n, err := f.Write(context.Background(), harness.Load{Writers: 2, Rows: 300, MaxTxRows: 10, AggregatesPerWriter: 5, Types: []string{"order", "customer"}})
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
 	waitMetric(t, metrics, "walrelay_heartbeats_received_total", func(v float64) bool { return v >= 2 }, 15*time.Second)
 	encrypted, plain, walsenders := sessionsOf(t, f, tlsRole)
@@ -118,7 +119,7 @@ func TestPostgresTLSRefusesWhatItCannotVerify(t *testing.T) {
 	s := enablePostgresTLS(t, f)
 	localhost := strings.Replace(s.url, "@127.0.0.1:", "@localhost:", 1)
 	wrongPassword := filepath.Join(t.TempDir(), "wrong")
-	harness.Must(t, os.WriteFile(wrongPassword, []byte("not-"+s.password+"\n"), 0o600), "write the wrong password")
+	testkit.Must(t, os.WriteFile(wrongPassword, []byte("not-"+s.password+"\n"), 0o600), "write the wrong password")
 	for _, tc := range []struct {
 		name  string
 		flags []string
@@ -189,7 +190,7 @@ func sessionsOf(t *testing.T, f *harness.Fixture, role string) (encrypted, plain
 	err := f.DB.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE s.ssl), count(*) FILTER (WHERE NOT s.ssl),
 		count(*) FILTER (WHERE s.ssl AND a.backend_type = 'walsender')
 		FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) WHERE a.usename = $1`, role).Scan(&encrypted, &plain, &walsenders)
-	harness.Must(t, err, "read the sessions of %s", role)
+	testkit.Must(t, err, "read the sessions of %s", role)
 	return encrypted, plain, walsenders
 }
 
@@ -200,13 +201,13 @@ func sessionsOf(t *testing.T, f *harness.Fixture, role string) (encrypted, plain
 func enablePostgresTLS(t *testing.T, f *harness.Fixture) *pgTLS {
 	t.Helper()
 	requireTLSRoleRules(t, f)
-	s := &pgTLS{ca: harness.NewCA(t), otherCA: harness.NewCA(t)}
+	s := &pgTLS{ca: testkit.NewCA(t), otherCA: testkit.NewCA(t)}
 	cert, key := serverFiles(t, f, s.ca)
 
 	exec := func(sql string) {
 		t.Helper()
 		_, err := f.DB.Exec(context.Background(), sql)
-		harness.Must(t, err, "%s", strings.SplitN(sql, " PASSWORD ", 2)[0])
+		testkit.Must(t, err, "%s", strings.SplitN(sql, " PASSWORD ", 2)[0])
 	}
 	t.Cleanup(func() {
 		for _, sql := range []string{"ALTER SYSTEM RESET ssl", "ALTER SYSTEM RESET ssl_cert_file", "ALTER SYSTEM RESET ssl_key_file", "SELECT pg_reload_conf()"} {
@@ -224,11 +225,11 @@ func enablePostgresTLS(t *testing.T, f *harness.Fixture) *pgTLS {
 
 	var b [12]byte
 	_, err := rand.Read(b[:])
-	harness.Must(t, err, "draw a password")
+	testkit.Must(t, err, "draw a password")
 	s.secret = hex.EncodeToString(b[:])
 	s.password = `p@ss:w/rd?&=%20'q'\` + s.secret
 	s.passwordFile = filepath.Join(t.TempDir(), "pgpassword")
-	harness.Must(t, os.WriteFile(s.passwordFile, []byte(s.password+"\n"), 0o600), "write the password file")
+	testkit.Must(t, os.WriteFile(s.passwordFile, []byte(s.password+"\n"), 0o600), "write the password file")
 	t.Cleanup(func() {
 		for _, sql := range []string{"DROP OWNED BY " + tlsRole, "DROP ROLE " + tlsRole} {
 			if _, err := f.DB.Exec(context.Background(), sql); err != nil {
@@ -251,7 +252,7 @@ func enablePostgresTLS(t *testing.T, f *harness.Fixture) *pgTLS {
 	exec("GRANT SELECT, INSERT, UPDATE ON " + f.Table + "_topics TO " + tlsRole)
 
 	u, err := url.Parse(f.PGURL)
-	harness.Must(t, err, "parse the rig's URL")
+	testkit.Must(t, err, "parse the rig's URL")
 	u.User, u.RawQuery = url.User(tlsRole), ""
 	s.url = u.String()
 	return s
@@ -264,7 +265,7 @@ func requireTLSRoleRules(t *testing.T, f *harness.Fixture) {
 	var rules []string
 	err := f.DB.QueryRow(context.Background(), `SELECT coalesce(array_agg(type || ' ' || array_to_string(database, ',') || ' ' || auth_method ORDER BY line_number), '{}')
 		FROM pg_hba_file_rules WHERE $1 = ANY(user_name)`, tlsRole).Scan(&rules)
-	harness.Must(t, err, "read pg_hba_file_rules")
+	testkit.Must(t, err, "read pg_hba_file_rules")
 	want := "hostssl all scram-sha-256|hostssl replication scram-sha-256|host all reject|host replication reject"
 	if got := strings.Join(rules, "|"); got != want {
 		t.Fatalf("pg_hba.conf rules for %s: got %q; want %q: restart the rig with this tree's scripts/pg.sh, which writes them", tlsRole, got, want)
@@ -276,22 +277,22 @@ func requireTLSRoleRules(t *testing.T, f *harness.Fixture) {
 // user can read (t.TempDir and $TMPDIR may sit in a folder only the test's
 // user can enter); the key is the server user's own, mode 0600, as
 // PostgreSQL demands. The folder is removed in t.Cleanup.
-func serverFiles(t *testing.T, f *harness.Fixture, ca *harness.CA) (cert, key string) {
+func serverFiles(t *testing.T, f *harness.Fixture, ca *testkit.CA) (cert, key string) {
 	t.Helper()
 	var dataDir string
 	err := f.DB.QueryRow(context.Background(), "SELECT current_setting('data_directory')").Scan(&dataDir)
-	harness.Must(t, err, "read the server's data_directory")
+	testkit.Must(t, err, "read the server's data_directory")
 	st, err := os.Stat(dataDir)
-	harness.Must(t, err, "stat the server's data directory (the test runs on the server's machine)")
+	testkit.Must(t, err, "stat the server's data directory (the test runs on the server's machine)")
 	uid, gid := int(st.Sys().(*syscall.Stat_t).Uid), int(st.Sys().(*syscall.Stat_t).Gid)
 	root := os.Geteuid() == 0
 	if !root && os.Geteuid() != uid {
 		t.Fatalf("the server runs as uid %d and the test as uid %d; want root or the server's user, to hand the server its key", uid, os.Geteuid())
 	}
 	dir, err := os.MkdirTemp("/tmp", "walrelay-pgtls-")
-	harness.Must(t, err, "make a folder for the server's certificate")
+	testkit.Must(t, err, "make a folder for the server's certificate")
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	harness.Must(t, os.Chmod(dir, 0o755), "chmod %s", dir)
+	testkit.Must(t, os.Chmod(dir, 0o755), "chmod %s", dir)
 	issuedCert, issuedKey := ca.Issue(t, "walrelay test server", "127.0.0.1")
 	cert, key = filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
 	for _, c := range []struct {
@@ -299,10 +300,10 @@ func serverFiles(t *testing.T, f *harness.Fixture, ca *harness.CA) (cert, key st
 		mode     os.FileMode
 	}{{issuedCert, cert, 0o644}, {issuedKey, key, 0o600}} {
 		b, err := os.ReadFile(c.from)
-		harness.Must(t, err, "read %s", c.from)
-		harness.Must(t, os.WriteFile(c.to, b, c.mode), "write %s", c.to)
+		testkit.Must(t, err, "read %s", c.from)
+		testkit.Must(t, os.WriteFile(c.to, b, c.mode), "write %s", c.to)
 		if root {
-			harness.Must(t, os.Chown(c.to, uid, gid), "chown %s to the server's user", c.to)
+			testkit.Must(t, os.Chown(c.to, uid, gid), "chown %s to the server's user", c.to)
 		}
 	}
 	return cert, key
@@ -310,10 +311,10 @@ func serverFiles(t *testing.T, f *harness.Fixture, ca *harness.CA) (cert, key st
 
 // waitForTLS waits until the server accepts a connection verified against
 // ca: the postmaster loads the new certificate when it handles the reload.
-func waitForTLS(t *testing.T, f *harness.Fixture, ca *harness.CA) {
+func waitForTLS(t *testing.T, f *harness.Fixture, ca *testkit.CA) {
 	t.Helper()
 	u, err := url.Parse(f.PGURL)
-	harness.Must(t, err, "parse the rig's URL")
+	testkit.Must(t, err, "parse the rig's URL")
 	q := u.Query()
 	q.Set("sslmode", "verify-full")
 	q.Set("sslrootcert", ca.File())

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testkit"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -65,11 +66,11 @@ func TestSecretsStayOutOfOutput(t *testing.T) {
 	}
 	noSecret(t, "walrelay init", f.WalrelayOK("init", "--log-level", "debug"), pw)
 
-	addr := harness.FreePort(t)
+	addr := testkit.FreePort(t)
 	r := f.Run("--metrics-addr", addr, "--log-level", "debug", "--heartbeat-interval", "1s")
 	r.WaitStarted()
 	_, err := f.Write(context.Background(), harness.Load{Writers: 2, Rows: 50, MaxTxRows: 5, AggregatesPerWriter: 3, Types: []string{"order"}})
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
 	harness.AssertClean(t, f.Verify(f.OutboxRows()), 0)
 
@@ -125,7 +126,7 @@ func TestHostileNamesAreRefused(t *testing.T) {
 	f := harness.New(t, "order")
 	canary := "canary_" + f.ID
 	_, err := f.DB.Exec(context.Background(), "CREATE TABLE "+canary+" (id int)")
-	harness.Must(t, err, "create the canary table")
+	testkit.Must(t, err, "create the canary table")
 	t.Cleanup(func() { f.DB.Exec(context.Background(), "DROP TABLE IF EXISTS "+canary) }) //nolint:errcheck // best effort
 
 	hostile := []string{`x"; DROP TABLE ` + canary + `; --`, "x y", "x;y", `x'); DROP TABLE ` + canary + `; --`, "x\ny"}
@@ -159,7 +160,7 @@ func TestHostileNamesAreRefused(t *testing.T) {
 	}
 	var exists bool
 	err = f.DB.QueryRow(context.Background(), "SELECT to_regclass($1) IS NOT NULL", canary).Scan(&exists)
-	harness.Must(t, err, "look up the canary table")
+	testkit.Must(t, err, "look up the canary table")
 	if !exists {
 		t.Errorf("the canary table %s is gone: a hostile name reached the server", canary)
 	}
@@ -176,7 +177,7 @@ func TestLeastPrivilegeRoleSaysWhatIsMissing(t *testing.T) {
 	exec := func(sql string) {
 		t.Helper()
 		_, err := f.DB.Exec(ctx, sql)
-		harness.Must(t, err, "run %s", sql)
+		testkit.Must(t, err, "run %s", sql)
 	}
 	dl := `"public"."` + f.Table + `_dead_letters"`
 	exec(`DROP PUBLICATION ` + f.Publication)
@@ -200,13 +201,13 @@ func TestLeastPrivilegeRoleSaysWhatIsMissing(t *testing.T) {
 	}
 	// All or nothing: the failed init left no slot retaining WAL.
 	var slots int
-	harness.Must(t, f.DB.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", f.Slot).Scan(&slots), "count slots")
+	testkit.Must(t, f.DB.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", f.Slot).Scan(&slots), "count slots")
 	if slots != 0 {
 		t.Errorf("slots named %s after the failed init: %d; want none", f.Slot, slots)
 	}
 
 	ddl := f.WalrelayOK("schema", "--grant-to", harness.RelayRole)
-	harness.Must(t, harness.ExecGrants(ctx, f.DB, ddl), "apply `walrelay schema` DDL")
+	testkit.Must(t, harness.ExecGrants(ctx, f.DB, ddl), "apply `walrelay schema` DDL")
 	exec(`REVOKE INSERT, UPDATE ON ` + dl + ` FROM ` + harness.RelayRole)
 	f.WalrelayOK("init")
 	_, report = runCheck(t, f)
@@ -223,7 +224,7 @@ func TestLeastPrivilegeRoleSaysWhatIsMissing(t *testing.T) {
 	r := f.Run()
 	r.WaitStarted()
 	_, err := f.Write(ctx, harness.Load{Writers: 2, Rows: 40, MaxTxRows: 4, AggregatesPerWriter: 3, Types: []string{"order"}})
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
 	harness.AssertClean(t, f.Verify(f.OutboxRows()), 0)
 

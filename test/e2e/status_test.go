@@ -13,9 +13,10 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
-	"github.com/walrelay/walrelay/leader"
+	"github.com/walrelay/walrelay/internal/leader"
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // statusOut is `walrelay status --json` as a script reads it. Pointers are
@@ -70,7 +71,7 @@ func TestStatusReportsTheRunningRelay(t *testing.T) {
 	r := f.Start()
 	r.WaitStarted()
 	n, err := f.Write(context.Background(), harness.Load{Writers: 2, Rows: 200, MaxTxRows: 10, AggregatesPerWriter: 4, Types: []string{"order"}})
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 	end := f.CurrentLSN()
 	f.WaitConfirmed(r, end, 2*time.Minute)
 	// Paused, the relay keeps its walsender and its lock session but
@@ -78,7 +79,7 @@ func TestStatusReportsTheRunningRelay(t *testing.T) {
 	// status reads it.
 	r.Pause()
 	paused, err := f.Write(context.Background(), harness.Load{Writers: 1, Rows: 50, MaxTxRows: 5, AggregatesPerWriter: 2, Types: []string{"order"}})
-	harness.Must(t, err, "write outbox rows while the relay is paused")
+	testkit.Must(t, err, "write outbox rows while the relay is paused")
 
 	startedAt := time.Now()
 	before, curBefore := readSlotRow(t, f), f.CurrentLSN()
@@ -201,7 +202,7 @@ func TestStatusOnAMisconfiguredCluster(t *testing.T) {
 	password := "pw-" + f.ID
 	// No sslmode: pgconn then tries twice and reports both attempts on
 	// several lines, which status must fold into one.
-	url := "postgres://walrelay:" + password + "@" + harness.FreePort(t) + "/walrelay"
+	url := "postgres://walrelay:" + password + "@" + testkit.FreePort(t) + "/walrelay"
 	for _, extra := range [][]string{{"--json"}, nil} {
 		stdout, stderr, code := f.Walrelay("status", append([]string{"--postgres-url", url}, extra...)...)
 		if code != 1 || stdout != "" {
@@ -327,12 +328,12 @@ func readSlotRow(t *testing.T, f *harness.Fixture) slotRow {
 	err := f.DB.QueryRow(context.Background(),
 		"SELECT active, active_pid, confirmed_flush_lsn::text, wal_status FROM pg_replication_slots WHERE slot_name = $1",
 		f.Slot).Scan(&r.active, &pid, &confirmed, &r.walStatus)
-	harness.Must(t, err, "read pg_replication_slots")
+	testkit.Must(t, err, "read pg_replication_slots")
 	if pid != nil {
 		r.pid = *pid
 	}
 	r.confirmed, err = pglogrepl.ParseLSN(confirmed)
-	harness.Must(t, err, "parse confirmed_flush_lsn %q", confirmed)
+	testkit.Must(t, err, "parse confirmed_flush_lsn %q", confirmed)
 	return r
 }
 
@@ -341,19 +342,19 @@ func lockHolder(t *testing.T, f *harness.Fixture) uint32 {
 	t.Helper()
 	var db string
 	ctx := context.Background()
-	harness.Must(t, f.DB.QueryRow(ctx, "SELECT current_database()").Scan(&db), "read current_database()")
+	testkit.Must(t, f.DB.QueryRow(ctx, "SELECT current_database()").Scan(&db), "read current_database()")
 	key := uint64(leader.LockKey(db, f.Slot))
 	var pids []uint32
 	rows, err := f.DB.Query(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
 		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
 		AND classid::int8 = $1 AND objid::int8 = $2 AND objsubid = 1`, int64(key>>32), int64(key&0xffffffff))
-	harness.Must(t, err, "read pg_locks")
+	testkit.Must(t, err, "read pg_locks")
 	for rows.Next() {
 		var pid uint32
-		harness.Must(t, rows.Scan(&pid), "scan pg_locks")
+		testkit.Must(t, rows.Scan(&pid), "scan pg_locks")
 		pids = append(pids, pid)
 	}
-	harness.Must(t, rows.Err(), "read pg_locks")
+	testkit.Must(t, rows.Err(), "read pg_locks")
 	if len(pids) > 1 {
 		t.Fatalf("leader lock holders: got %v; want at most one", pids)
 	}
@@ -367,7 +368,7 @@ func applicationName(t *testing.T, f *harness.Fixture, pid uint32) string {
 	t.Helper()
 	var name string
 	err := f.DB.QueryRow(context.Background(), "SELECT application_name FROM pg_stat_activity WHERE pid = $1", pid).Scan(&name)
-	harness.Must(t, err, "read pg_stat_activity of pid %d", pid)
+	testkit.Must(t, err, "read pg_stat_activity of pid %d", pid)
 	return name
 }
 
@@ -375,7 +376,7 @@ func keepSizeUnlimited(t *testing.T, f *harness.Fixture) bool {
 	t.Helper()
 	var keep int64
 	err := f.DB.QueryRow(context.Background(), "SELECT setting::int8 FROM pg_settings WHERE name = 'max_slot_wal_keep_size'").Scan(&keep)
-	harness.Must(t, err, "read max_slot_wal_keep_size")
+	testkit.Must(t, err, "read max_slot_wal_keep_size")
 	return keep < 0
 }
 

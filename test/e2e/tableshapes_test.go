@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/internal/testkit"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
@@ -54,7 +55,7 @@ func newShape(t *testing.T, prefix, name, tableSQL string, cols ...string) *efSh
 	s.exec("CREATE SCHEMA " + schema.QuoteIdentifier(s.table.Schema))
 	s.exec("CREATE TABLE " + s.table.Quoted() + tableSQL)
 	err := harness.ExecGrants(context.Background(), f.DB, f.WalrelayOK("schema", append(s.flags(), "--grant-to", harness.RelayRole)...))
-	harness.Must(t, err, "apply `walrelay schema` DDL")
+	testkit.Must(t, err, "apply `walrelay schema` DDL")
 	return s
 }
 
@@ -68,13 +69,13 @@ func (s *efShape) flags(extra ...string) []string {
 func (s *efShape) exec(sql string, args ...any) {
 	s.t.Helper()
 	_, err := s.f.DB.Exec(context.Background(), sql, args...)
-	harness.Must(s.t, err, "%s", strings.SplitN(sql, "\n", 2)[0])
+	testkit.Must(s.t, err, "%s", strings.SplitN(sql, "\n", 2)[0])
 }
 
 func (s *efShape) count(sql string, args ...any) int {
 	s.t.Helper()
 	var n int
-	harness.Must(s.t, s.f.DB.QueryRow(context.Background(), sql, args...).Scan(&n), "%s", sql)
+	testkit.Must(s.t, s.f.DB.QueryRow(context.Background(), sql, args...).Scan(&n), "%s", sql)
 	return n
 }
 
@@ -105,7 +106,7 @@ func (s *efShape) write(rows ...efRow) {
 		}
 		return nil
 	})
-	harness.Must(s.t, err, "write %d rows", len(rows))
+	testkit.Must(s.t, err, "write %d rows", len(rows))
 }
 
 // expectRefused runs init, check and run, each of which must fail at
@@ -297,7 +298,7 @@ func TestBigserialIDTextPayloadTable(t *testing.T) {
 			}
 			return nil
 		})
-		harness.Must(t, err, "write %d rows", len(rows))
+		testkit.Must(t, err, "write %d rows", len(rows))
 		return rows
 	}
 	var delivered []harness.Row

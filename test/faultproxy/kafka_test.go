@@ -13,9 +13,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/walrelay/walrelay/test/kafkatest"
-	"github.com/walrelay/walrelay/test/poll"
-	"github.com/walrelay/walrelay/test/rig"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
+	"github.com/walrelay/walrelay/internal/testkit/rig"
 )
 
 // kafkaRig returns the rig's ordinary brokers, its PROXIED listener and the

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/test/poll"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 )
 
 // startEcho runs a TCP echo server on loopback until the test ends.

@@ -17,10 +17,11 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
+	"github.com/walrelay/walrelay/internal/testkit/rig"
 	"github.com/walrelay/walrelay/test/faultproxy"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/poll"
-	"github.com/walrelay/walrelay/test/rig"
 )
 
 // killTypes are the aggregate types (topics) of the kill tests.
@@ -39,7 +40,7 @@ func TestKillAtRandomMoments(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0x6b696c6c))
 	f := harness.New(t, killTypes...)
 	w := newKillWitness(t, f)
-	metrics := harness.FreePort(t)
+	metrics := testkit.FreePort(t)
 	flags := []string{"--metrics-addr", metrics, "--status-interval", "1s"}
 	r := f.Start(flags...)
 	r.WaitStarted()
@@ -78,7 +79,7 @@ func TestKillAtRandomMoments(t *testing.T) {
 		r = f.Run(flags...)
 	}
 	killsTook := time.Since(began)
-	harness.Must(t, <-writes.done, "write outbox rows")
+	testkit.Must(t, <-writes.done, "write outbox rows")
 	end := f.CurrentLSN()
 	catchUp := f.WaitConfirmed(r, end, time.Duration(3*n)*time.Minute)
 	if code := r.Stop(); code != 0 {
@@ -114,10 +115,10 @@ func killUnderLoad(t *testing.T, spec string) {
 	load := harness.Load{Writers: 4, Rows: 2000 * n, MaxTxRows: 100, AggregatesPerWriter: 10, Types: killTypes, Pause: 500 * time.Millisecond}
 	writes := killWriteAsync(f, load)
 	spawned := time.Now()
-	r := f.RunEnv([]string{"WALRELAY_FAILPOINT=" + spec}, "--metrics-addr", harness.FreePort(t))
+	r := f.RunEnv([]string{"WALRELAY_FAILPOINT=" + spec}, "--metrics-addr", testkit.FreePort(t))
 	died := killExpectFailpoint(t, r, spec, spawned, 2*time.Minute)
 	fault := killRecordFault(f, fmt.Sprintf("failpoint %s, %s after the relay was spawned", spec, died.Round(time.Millisecond)))
-	harness.Must(t, <-writes.done, "write outbox rows")
+	testkit.Must(t, <-writes.done, "write outbox rows")
 	killRecover(t, f)
 	killVerify(t, f, w, []killFault{fault}, writes.rows, began)
 }
@@ -132,7 +133,7 @@ func killMidTransaction(t *testing.T) {
 	w := newKillWitness(t, f)
 	f.WalrelayOK("init")
 	spawned := time.Now()
-	r := f.RunEnv([]string{"WALRELAY_FAILPOINT=" + spec}, "--metrics-addr", harness.FreePort(t))
+	r := f.RunEnv([]string{"WALRELAY_FAILPOINT=" + spec}, "--metrics-addr", testkit.FreePort(t))
 	r.WaitStarted()
 	killInsert(t, f, "big", rows)
 	died := killExpectFailpoint(t, r, spec, spawned, 2*time.Minute)
@@ -158,7 +159,7 @@ func killAtKeepaliveReply(t *testing.T) {
 	w := newKillWitness(t, f)
 	f.WalrelayOK("init")
 	p, err := faultproxy.Start(rig.Env(t, "WALRELAY_TEST_KAFKA_PROXY"), rig.Env(t, "WALRELAY_TEST_KAFKA_PROXIED"))
-	harness.Must(t, err, "start the Kafka proxy")
+	testkit.Must(t, err, "start the Kafka proxy")
 	t.Cleanup(func() { p.Close() }) //nolint:errcheck // closed below; a second Close returns nil
 
 	// The server asks for a reply after wal_sender_timeout/2 = 1 s without
@@ -169,7 +170,7 @@ func killAtKeepaliveReply(t *testing.T) {
 		sep = "&"
 	}
 	pgURL := f.RelayURL + sep + "options=-c%20wal_sender_timeout%3D2s"
-	metrics := harness.FreePort(t)
+	metrics := testkit.FreePort(t)
 	spawned := time.Now()
 	r := f.RunEnv([]string{"WALRELAY_FAILPOINT=" + spec},
 		"--postgres-url", pgURL, "--kafka-brokers", p.Addr(), "--status-interval", "10s", "--metrics-addr", metrics)
@@ -196,7 +197,7 @@ func killAtKeepaliveReply(t *testing.T) {
 	died := killExpectFailpoint(t, r, spec, spawned, time.Minute)
 	// Close, not Restore: a held produce request of the dead relay must not
 	// reach Kafka after the mark.
-	harness.Must(t, p.Close(), "close the Kafka proxy")
+	testkit.Must(t, p.Close(), "close the Kafka proxy")
 	fault := killRecordFault(f, fmt.Sprintf("failpoint %s with Kafka stalled, %s after the relay was spawned; sink in flight before the kill: %v",
 		spec, died.Round(time.Millisecond), inFlight))
 	if inFlight <= 0 {
@@ -215,10 +216,10 @@ func killAtReconnect(t *testing.T) {
 	f := harness.New(t, killTypes...)
 	w := newKillWitness(t, f)
 	f.WalrelayOK("init")
-	r := f.RunEnv([]string{"WALRELAY_FAILPOINT=" + spec}, "--metrics-addr", harness.FreePort(t))
+	r := f.RunEnv([]string{"WALRELAY_FAILPOINT=" + spec}, "--metrics-addr", testkit.FreePort(t))
 	r.WaitStarted()
 	written, err := f.Write(context.Background(), harness.Load{Writers: 4, Rows: 1000 * n, MaxTxRows: 100, AggregatesPerWriter: 10, Types: killTypes})
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 	restarted := time.Now()
 	rig.Script(t, "pg.sh", "restart", "fast")
 	f.DB.Reset() // the pool's connections died with the server
@@ -234,7 +235,7 @@ func killSeed(t *testing.T) uint64 {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("WALRELAY_KILL_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
-		harness.Must(t, err, "WALRELAY_KILL_SEED=%q", s)
+		testkit.Must(t, err, "WALRELAY_KILL_SEED=%q", s)
 		seed = v
 	}
 	t.Logf("random seed %d (WALRELAY_KILL_SEED=%d repeats these kill moments)", seed, seed)
@@ -270,7 +271,7 @@ func killInsert(t *testing.T, f *harness.Fixture, prefix string, count int) {
 		SELECT gen_random_uuid(), CASE WHEN i % 2 = 0 THEN 'order' ELSE 'customer' END,
 			$1 || '-' || (i % 10), (i - 1) / 10 + 1, 'order.submitted.v1', jsonb_build_object('i', i, 'note', 'kill -9')
 		FROM generate_series(1, $2::int) AS i ORDER BY i`, prefix, count)
-	harness.Must(t, err, "insert %d %s rows", count, prefix)
+	testkit.Must(t, err, "insert %d %s rows", count, prefix)
 }
 
 // killWaitFor polls cond until it holds, failing the test after within or
@@ -364,7 +365,7 @@ func newKillWitness(t *testing.T, f *harness.Fixture) *killWitness {
 	t.Helper()
 	w := &killWitness{t: t, f: f, slot: "witness_" + f.ID}
 	_, err := f.DB.Exec(context.Background(), "SELECT pg_create_logical_replication_slot($1, 'test_decoding')", w.slot)
-	harness.Must(t, err, "create the witness slot %s", w.slot)
+	testkit.Must(t, err, "create the witness slot %s", w.slot)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -384,14 +385,14 @@ func (w *killWitness) ends() map[string]pglogrepl.LSN {
 	defer cancel()
 	rows, err := w.f.DB.Query(ctx, `SELECT lsn::text, data FROM pg_logical_slot_peek_changes($1, NULL, NULL,
 		'include-xids', '0', 'skip-empty-xacts', '1')`, w.slot)
-	harness.Must(w.t, err, "read the witness slot")
+	testkit.Must(w.t, err, "read the witness slot")
 	defer rows.Close()
 	prefix := "table public." + w.f.Table + ": INSERT: "
 	ends := map[string]pglogrepl.LSN{}
 	var open []string
 	for rows.Next() {
 		var lsnText, data string
-		harness.Must(w.t, rows.Scan(&lsnText, &data), "scan a witness change")
+		testkit.Must(w.t, rows.Scan(&lsnText, &data), "scan a witness change")
 		switch {
 		case data == "BEGIN":
 			open = open[:0]
@@ -403,14 +404,14 @@ func (w *killWitness) ends() map[string]pglogrepl.LSN {
 			open = append(open, m[1])
 		case strings.HasPrefix(data, "COMMIT"):
 			lsn, err := pglogrepl.ParseLSN(lsnText)
-			harness.Must(w.t, err, "witness commit lsn")
+			testkit.Must(w.t, err, "witness commit lsn")
 			for _, id := range open {
 				ends[id] = lsn
 			}
 			open = open[:0]
 		}
 	}
-	harness.Must(w.t, rows.Err(), "read the witness slot")
+	testkit.Must(w.t, rows.Err(), "read the witness slot")
 	return ends
 }
 

@@ -14,8 +14,9 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // leaderTakeoverBound is the issue's bound on a takeover with the default
@@ -38,7 +39,7 @@ type leaderNode struct {
 // leaderStart runs a relay; init runs `walrelay init` first.
 func leaderStart(t *testing.T, f *harness.Fixture, name string, init bool, flags ...string) *leaderNode {
 	t.Helper()
-	n := &leaderNode{name: name, metrics: harness.FreePort(t)}
+	n := &leaderNode{name: name, metrics: testkit.FreePort(t)}
 	n.flags = append([]string{"--metrics-addr", n.metrics}, flags...)
 	if init {
 		n.r = f.Start(n.flags...)
@@ -57,7 +58,7 @@ func (n *leaderNode) restart(f *harness.Fixture) {
 // does not wait for replication first, which a standby never starts.
 func (n *leaderNode) stop(t *testing.T) {
 	t.Helper()
-	harness.Must(t, n.r.Cmd.Process.Signal(syscall.SIGTERM), "signal %s", n.name)
+	testkit.Must(t, n.r.Cmd.Process.Signal(syscall.SIGTERM), "signal %s", n.name)
 	if code := n.r.Wait(90 * time.Second); code != 0 {
 		t.Errorf("%s: exit code after SIGTERM = %d; want 0", n.name, code)
 	}

@@ -14,10 +14,11 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
+	"github.com/walrelay/walrelay/internal/testkit/rig"
 	"github.com/walrelay/walrelay/test/faultproxy"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/poll"
-	"github.com/walrelay/walrelay/test/rig"
 )
 
 // linkTypes are the aggregate types (topics) of the link and leader tests.
@@ -73,7 +74,7 @@ func (ld *linkLoad) halt() {
 func (ld *linkLoad) Stop(t *testing.T) int {
 	t.Helper()
 	ld.halt()
-	harness.Must(t, ld.err, "write outbox rows")
+	testkit.Must(t, ld.err, "write outbox rows")
 	return ld.rows
 }
 
@@ -207,7 +208,7 @@ func (lg *linkLedger) verify(committed int) harness.Report {
 func linkProxiedURL(t *testing.T, pgURL, addr string) string {
 	t.Helper()
 	u, err := url.Parse(pgURL)
-	harness.Must(t, err, "parse %s", pgURL)
+	testkit.Must(t, err, "parse %s", pgURL)
 	u.Host = addr
 	return u.String()
 }
@@ -216,13 +217,13 @@ func linkProxiedURL(t *testing.T, pgURL, addr string) string {
 func linkPGProxy(t *testing.T, f *harness.Fixture) (*faultproxy.Proxy, string) {
 	t.Helper()
 	u, err := url.Parse(f.PGURL)
-	harness.Must(t, err, "parse %s", f.PGURL)
+	testkit.Must(t, err, "parse %s", f.PGURL)
 	port := u.Port()
 	if port == "" {
 		port = "5432"
 	}
 	p, err := faultproxy.Start("127.0.0.1:0", net.JoinHostPort("127.0.0.1", port))
-	harness.Must(t, err, "start the PostgreSQL proxy")
+	testkit.Must(t, err, "start the PostgreSQL proxy")
 	t.Cleanup(func() { p.Close() }) //nolint:errcheck // the listener's error does not matter here
 	return p, linkProxiedURL(t, f.RelayURL, p.Addr())
 }
@@ -316,7 +317,7 @@ func TestKafkaLinkCutAndStalled(t *testing.T) {
 	proxied := rig.Env(t, "WALRELAY_TEST_KAFKA_PROXIED")
 	proxyAddr := rig.Env(t, "WALRELAY_TEST_KAFKA_PROXY")
 	proxy, err := faultproxy.Start(proxyAddr, proxied)
-	harness.Must(t, err, "start the Kafka proxy at %s", proxyAddr)
+	testkit.Must(t, err, "start the Kafka proxy at %s", proxyAddr)
 	t.Cleanup(func() { proxy.Close() }) //nolint:errcheck // the listener's error does not matter here
 	f := harness.New(t, linkTypes...)
 	r := f.Start("--kafka-brokers", proxyAddr)

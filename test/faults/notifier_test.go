@@ -16,11 +16,12 @@ import (
 
 	"github.com/walrelay/walrelay/examples/mailsink/smtpsink"
 	"github.com/walrelay/walrelay/examples/orderevents"
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/kafkatest"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // The notifier test's figures.
@@ -65,7 +66,7 @@ func TestNotifierExactlyOneEmail(t *testing.T) {
 	down := notifyWhileDown(t, env, orders, a2, b)
 
 	sink, err := smtpsink.Start(env.smtpAddr)
-	harness.Must(t, err, "start the SMTP sink on %s", env.smtpAddr)
+	testkit.Must(t, err, "start the SMTP sink on %s", env.smtpAddr)
 	t.Cleanup(func() { sink.Close() }) //nolint:errcheck // closed below; a second Close is a no-op
 	a2.WaitFailpoint(notifySendKill, notifyWithin, b)
 	a3 := env.start("A3", env.groupA, "")
@@ -76,7 +77,7 @@ func TestNotifierExactlyOneEmail(t *testing.T) {
 			t.Errorf("%s exit code after SIGTERM = %d; want 0", p.Name, code)
 		}
 	}
-	harness.Must(t, sink.Close(), "close the SMTP sink")
+	testkit.Must(t, sink.Close(), "close the SMTP sink")
 	procs := []*notifyProc{a1, a2, a3, b}
 	notifyVerify(t, env, orders, sink.Mails(), 1)
 	notifySummary(t, env, orders, sink.Mails(), procs, down, began)
@@ -99,13 +100,13 @@ type notifyEnv struct {
 // notifier with failpoints.
 func notifySetup(t *testing.T, f *harness.Fixture) *notifyEnv {
 	t.Helper()
-	e := &notifyEnv{t: t, f: f, smtpAddr: harness.FreePort(t),
+	e := &notifyEnv{t: t, f: f, smtpAddr: testkit.FreePort(t),
 		groupA: "notifier_a_" + f.ID, groupB: "notifier_b_" + f.ID}
 	kafkatest.DeleteGroupsAtCleanup(t, f.Brokers, e.groupA, e.groupB)
 	e.dbURL, e.db = f.PG.CreateDatabase("nt_" + f.ID)
 	var err error
 	e.bin, err = harness.Build(t.TempDir(), "github.com/walrelay/walrelay/examples/notifier", "failpoints")
-	harness.Must(t, err, "build the notifier")
+	testkit.Must(t, err, "build the notifier")
 	return e
 }
 
@@ -136,11 +137,11 @@ func notifyWriteOrders(t *testing.T, f *harness.Fixture, n int) map[string]notif
 	t.Helper()
 	ctx := context.Background()
 	w, err := outbox.New(outbox.Config{Table: schema.Table{Schema: "public", Name: f.Table}})
-	harness.Must(t, err, "outbox writer")
+	testkit.Must(t, err, "outbox writer")
 	orders := map[string]notifyOrder{}
 	for first := 0; first < n; first += 10 {
 		tx, err := f.DB.Begin(ctx)
-		harness.Must(t, err, "begin")
+		testkit.Must(t, err, "begin")
 		var msgs []*outbox.Message
 		for i := first; i < min(first+10, n); i++ {
 			o := notifyOrder{id: fmt.Sprintf("ord-%s-%03d", f.ID, i), email: fmt.Sprintf("customer%03d@example.com", i)}
@@ -152,8 +153,8 @@ func notifyWriteOrders(t *testing.T, f *harness.Fixture, n int) map[string]notif
 					Items: []orderevents.Item{{SKU: "sku-" + strconv.Itoa(i%7), Quantity: 1 + i%3}}},
 			})
 		}
-		harness.Must(t, w.Write(ctx, tx, msgs...), "write outbox messages")
-		harness.Must(t, tx.Commit(ctx), "commit orders")
+		testkit.Must(t, w.Write(ctx, tx, msgs...), "write outbox messages")
+		testkit.Must(t, tx.Commit(ctx), "commit orders")
 	}
 	return orders
 }
@@ -179,7 +180,7 @@ func notifyWhileDown(t *testing.T, e *notifyEnv, orders map[string]notifyOrder, 
 	})
 	rows, err := e.db.Query(context.Background(), `SELECT task_key, status, attempts, last_error IS NOT NULL,
 		extract(epoch FROM now() - created_at) * 1000 FROM email_tasks`)
-	harness.Must(t, err, "read the tasks")
+	testkit.Must(t, err, "read the tasks")
 	defer rows.Close()
 	d := notifyDown{took: time.Since(start)}
 	bad := &notifyErrors{t: t}
@@ -189,7 +190,7 @@ func notifyWhileDown(t *testing.T, e *notifyEnv, orders map[string]notifyOrder, 
 		var attempts int
 		var hasError bool
 		var ageMs float64
-		harness.Must(t, rows.Scan(&key, &status, &attempts, &hasError, &ageMs), "scan a task")
+		testkit.Must(t, rows.Scan(&key, &status, &attempts, &hasError, &ageMs), "scan a task")
 		age := time.Duration(ageMs * float64(time.Millisecond))
 		d.attempts += attempts
 		d.maxAttempts = max(d.maxAttempts, attempts)
@@ -203,7 +204,7 @@ func notifyWhileDown(t *testing.T, e *notifyEnv, orders map[string]notifyOrder, 
 				key, attempts, age.Round(time.Millisecond), notifyRetryMin, notifyRetryMax, limit)
 		}
 	}
-	harness.Must(t, rows.Err(), "read the tasks")
+	testkit.Must(t, rows.Err(), "read the tasks")
 	return d
 }
 
@@ -306,14 +307,14 @@ func notifyVerifyTasks(t *testing.T, e *notifyEnv, orders map[string]notifyOrder
 	t.Helper()
 	ctx := context.Background()
 	rows, err := e.db.Query(ctx, "SELECT order_id, status, recipient FROM email_tasks")
-	harness.Must(t, err, "read the tasks")
+	testkit.Must(t, err, "read the tasks")
 	defer rows.Close()
 	bad := &notifyErrors{t: t}
 	defer bad.done("tasks wrong")
 	tasks := 0
 	for rows.Next() {
 		var id, status, to string
-		harness.Must(t, rows.Scan(&id, &status, &to), "scan a task")
+		testkit.Must(t, rows.Scan(&id, &status, &to), "scan a task")
 		tasks++
 		o, ok := orders[id]
 		switch {
@@ -323,13 +324,13 @@ func notifyVerifyTasks(t *testing.T, e *notifyEnv, orders map[string]notifyOrder
 			bad.errorf("task of order %s: %s to %s; want sent to %s", id, status, to, o.email)
 		}
 	}
-	harness.Must(t, rows.Err(), "read the tasks")
+	testkit.Must(t, rows.Err(), "read the tasks")
 	if tasks != len(orders) {
 		t.Errorf("tasks = %d; want %d", tasks, len(orders))
 	}
 	var applied int
 	err = e.db.QueryRow(ctx, "SELECT count(*) FROM inbox_messages WHERE consumer_id = $1", notifyConsumerID).Scan(&applied)
-	harness.Must(t, err, "count the inbox rows")
+	testkit.Must(t, err, "count the inbox rows")
 	if applied != len(orders) {
 		t.Errorf("inbox rows of consumer %s = %d; want %d, one per message", notifyConsumerID, applied, len(orders))
 	}

@@ -19,9 +19,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/walrelay/walrelay/examples/orderevents"
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/kafkatest"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // shopOrders is how many orders the business-outcome test submits.
@@ -113,7 +114,7 @@ func shopBuild(t *testing.T) (orders, warehouse string) {
 	var g errgroup.Group
 	g.Go(func() (err error) { orders, err = harness.Build(dir, pkg+"orders", "failpoints"); return err })
 	g.Go(func() (err error) { warehouse, err = harness.Build(dir, pkg+"warehouse", "failpoints"); return err })
-	harness.Must(t, g.Wait(), "build the example services")
+	testkit.Must(t, g.Wait(), "build the example services")
 	return orders, warehouse
 }
 
@@ -139,7 +140,7 @@ func shopSetup(t *testing.T, f *harness.Fixture) *shopRig {
 // waits until it answers /healthz.
 func shopStartOrders(t *testing.T, f *harness.Fixture, bin string, s *shopRig) *shopProc {
 	t.Helper()
-	addr := harness.FreePort(t)
+	addr := testkit.FreePort(t)
 	p := shopStart(t, "orders", bin, nil, "--postgres-url", f.PGURL, "--listen", addr,
 		"--outbox-table", "public."+f.Table, "--publication", f.Publication,
 		"--orders-table", "public."+s.orders, "--idempotency-table", "public."+s.keys)
@@ -173,7 +174,7 @@ func (s *shopRig) waitReservations(t *testing.T, within time.Duration, relay *ha
 	poll.EventuallyEvery(t, within, 250*time.Millisecond, fmt.Sprintf("%d orders with a reservation", shopOrders), func() (string, bool) {
 		var got int
 		err := s.wh.QueryRow(context.Background(), "SELECT count(DISTINCT order_id) FROM reservations").Scan(&got)
-		harness.Must(t, err, "count reservations")
+		testkit.Must(t, err, "count reservations")
 		if got >= shopOrders {
 			return "", true
 		}
@@ -210,7 +211,7 @@ func shopLag(t *testing.T, f *harness.Fixture, group, topic string) int64 {
 		}
 	}
 	committed, err := kafkatest.Committed(context.Background(), f.Brokers, group, topic, parts)
-	harness.Must(t, err, "fetch the offsets of group %s", group)
+	testkit.Must(t, err, "fetch the offsets of group %s", group)
 	var behind int64
 	for _, p := range parts {
 		if c := max(committed[p], 0); c < end[harness.Position{Topic: topic, Partition: int32(p)}] {
@@ -501,11 +502,11 @@ func (s *shopRig) checkOrders(t *testing.T, res shopResult) {
 	bad := &shopProblems{what: "orders"}
 	defer bad.report(t)
 	rows, err := s.f.DB.Query(context.Background(), "SELECT order_id::text, customer_email, items::text FROM "+s.orders)
-	harness.Must(t, err, "read the orders")
+	testkit.Must(t, err, "read the orders")
 	n := 0
 	for rows.Next() {
 		var id, email, items string
-		harness.Must(t, rows.Scan(&id, &email, &items), "scan an order")
+		testkit.Must(t, rows.Scan(&id, &email, &items), "scan an order")
 		n++
 		i, ok := by[id]
 		if !ok {
@@ -517,12 +518,12 @@ func (s *shopRig) checkOrders(t *testing.T, res shopResult) {
 			bad.add("order %s = %s %s; want the body %s", id, email, items, want.body)
 		}
 	}
-	harness.Must(t, rows.Err(), "read the orders")
+	testkit.Must(t, rows.Err(), "read the orders")
 	if n != shopOrders {
 		t.Errorf("orders in the table = %d; want %d", n, shopOrders)
 	}
 	var keys int
-	harness.Must(t, s.f.DB.QueryRow(context.Background(), "SELECT count(*) FROM "+s.keys).Scan(&keys), "count keys")
+	testkit.Must(t, s.f.DB.QueryRow(context.Background(), "SELECT count(*) FROM "+s.keys).Scan(&keys), "count keys")
 	if keys != shopOrders {
 		t.Errorf("idempotency keys = %d; want %d", keys, shopOrders)
 	}
@@ -533,8 +534,8 @@ func shopSameItems(t *testing.T, body, items string) bool {
 	t.Helper()
 	var req struct{ Items []orderevents.Item }
 	var got []orderevents.Item
-	harness.Must(t, json.Unmarshal([]byte(body), &req), "decode %s", body)
-	harness.Must(t, json.Unmarshal([]byte(items), &got), "decode %s", items)
+	testkit.Must(t, json.Unmarshal([]byte(body), &req), "decode %s", body)
+	testkit.Must(t, json.Unmarshal([]byte(items), &got), "decode %s", items)
 	return slices.Equal(req.Items, got)
 }
 
@@ -562,7 +563,7 @@ func (s *shopRig) checkOutbox(t *testing.T, res shopResult, rows []harness.Row) 
 		seen[r.AggregateID] = true
 		o := shopNewOrder(res.run, i)
 		var sub orderevents.Submitted
-		harness.Must(t, json.Unmarshal([]byte(r.Payload), &sub), "decode the payload of %s", r.ID)
+		testkit.Must(t, json.Unmarshal([]byte(r.Payload), &sub), "decode the payload of %s", r.ID)
 		if r.ID != res.orders[i].MessageID || r.AggregateType != orderevents.AggregateType || r.Type != orderevents.TypeSubmitted ||
 			r.Version == nil || *r.Version != 1 || sub.OrderID != r.AggregateID || r.Headers["correlation_id"] != o.request ||
 			r.Headers["traceparent"] != o.traceparent {
@@ -580,29 +581,29 @@ func (s *shopRig) checkReservations(t *testing.T) int {
 	ctx := context.Background()
 	orders := map[string]string{} // order id: items
 	rows, err := s.f.DB.Query(ctx, "SELECT order_id::text, items::text FROM "+s.orders)
-	harness.Must(t, err, "read the orders")
+	testkit.Must(t, err, "read the orders")
 	for rows.Next() {
 		var id, items string
-		harness.Must(t, rows.Scan(&id, &items), "scan an order")
+		testkit.Must(t, rows.Scan(&id, &items), "scan an order")
 		orders[id] = items
 	}
-	harness.Must(t, rows.Err(), "read the orders")
+	testkit.Must(t, rows.Err(), "read the orders")
 	rows, err = s.wh.Query(ctx, "SELECT order_id::text, items::text FROM reservations")
-	harness.Must(t, err, "read the reservations")
+	testkit.Must(t, err, "read the reservations")
 	bad := &shopProblems{what: "reservations"}
 	defer bad.report(t)
 	count := map[string]int{}
 	n := 0
 	for rows.Next() {
 		var id, items string
-		harness.Must(t, rows.Scan(&id, &items), "scan a reservation")
+		testkit.Must(t, rows.Scan(&id, &items), "scan a reservation")
 		n++
 		count[id]++
 		if want, ok := orders[id]; !ok || items != want {
 			bad.add("reservation of order %s with items %s; the order has %q (known: %v)", id, items, want, ok)
 		}
 	}
-	harness.Must(t, rows.Err(), "read the reservations")
+	testkit.Must(t, rows.Err(), "read the reservations")
 	for id := range orders {
 		if count[id] != 1 {
 			bad.add("reservations of order %s = %d; want 1", id, count[id])
@@ -612,7 +613,7 @@ func (s *shopRig) checkReservations(t *testing.T) int {
 		t.Errorf("reservations = %d; want %d", n, shopOrders)
 	}
 	var inboxRows int
-	harness.Must(t, s.wh.QueryRow(ctx, "SELECT count(*) FROM inbox_messages WHERE consumer_id = 'warehouse'").Scan(&inboxRows), "count inbox rows")
+	testkit.Must(t, s.wh.QueryRow(ctx, "SELECT count(*) FROM inbox_messages WHERE consumer_id = 'warehouse'").Scan(&inboxRows), "count inbox rows")
 	if inboxRows != shopOrders {
 		t.Errorf("inbox rows of consumer warehouse = %d; want %d", inboxRows, shopOrders)
 	}

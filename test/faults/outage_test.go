@@ -22,9 +22,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
+	"github.com/walrelay/walrelay/internal/testkit/rig"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/poll"
-	"github.com/walrelay/walrelay/test/rig"
 )
 
 // The outage tests: Kafka paused or killed for a minute, PostgreSQL
@@ -65,11 +66,11 @@ func TestKafkaPausedUnderLoad(t *testing.T) {
 	outageKafka(t, "SIGSTOP",
 		func(t *testing.T) {
 			pid = rig.KafkaPid(t)
-			harness.Must(t, syscall.Kill(pid, syscall.SIGSTOP), "SIGSTOP kafka")
+			testkit.Must(t, syscall.Kill(pid, syscall.SIGSTOP), "SIGSTOP kafka")
 			// Never leave the shared broker frozen behind a failed test.
 			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) }) //nolint:errcheck // may be running already
 		},
-		func(t *testing.T) { harness.Must(t, syscall.Kill(pid, syscall.SIGCONT), "SIGCONT kafka") })
+		func(t *testing.T) { testkit.Must(t, syscall.Kill(pid, syscall.SIGCONT), "SIGCONT kafka") })
 }
 
 // TestKafkaKilledUnderLoad kills the broker (SIGKILL) and starts it again
@@ -78,7 +79,7 @@ func TestKafkaKilledUnderLoad(t *testing.T) {
 	outageKafka(t, "SIGKILL",
 		func(t *testing.T) {
 			pid := rig.KafkaPid(t)
-			harness.Must(t, syscall.Kill(pid, syscall.SIGKILL), "SIGKILL kafka")
+			testkit.Must(t, syscall.Kill(pid, syscall.SIGKILL), "SIGKILL kafka")
 			t.Cleanup(func() {
 				if out, err := outageRigScript("kafka.sh", "start"); err != nil {
 					t.Logf("restart kafka in cleanup: %v\n%s", err, out)
@@ -96,7 +97,7 @@ func outageKafka(t *testing.T, fault string, stop, start func(t *testing.T)) {
 	began := time.Now()
 	pgLog := outagePGLogFrom(t)
 	f := harness.New(t, outageTypes...)
-	metrics := harness.FreePort(t)
+	metrics := testkit.FreePort(t)
 	// The fixture already passes --status-interval 1s.
 	r := f.Start("--metrics-addr", metrics, "--slot-poll-interval", "1s", "--max-in-flight-messages", fmt.Sprint(outageMaxInFlight))
 	r.WaitStarted()
@@ -124,7 +125,7 @@ func outageKafka(t *testing.T, fault string, stop, start func(t *testing.T)) {
 	back := time.Now()
 	time.Sleep(5 * time.Second) // the load goes on a little after the outage
 	wrote, err := load.stop()
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 	end := f.CurrentLSN()
 	sinceLoad := f.WaitConfirmed(r, end, outageCatchUp)
 	catchUp := time.Since(back)
@@ -200,7 +201,7 @@ func outageNoDeadLetters(t *testing.T, f *harness.Fixture) {
 	t.Helper()
 	var n int
 	err := f.DB.QueryRow(context.Background(), "SELECT count(*) FROM "+f.Table+"_dead_letters").Scan(&n)
-	harness.Must(t, err, "count dead letters")
+	testkit.Must(t, err, "count dead letters")
 	if n != 0 {
 		t.Errorf("%d dead letters after a Kafka outage; want 0 (an outage is transient)", n)
 	}
@@ -234,7 +235,7 @@ func outageWatch(t *testing.T, f *harness.Fixture, r *harness.Relay, metrics str
 	for tick := time.NewTicker(time.Second); time.Since(start) < length; <-tick.C {
 		r.Running()
 		rss, err := harness.RSS(pid)
-		harness.Must(t, err, "relay RSS")
+		testkit.Must(t, err, "relay RSS")
 		w.rssMin, w.rssMax = min(w.rssMin, rss), max(w.rssMax, rss)
 		w.inFlightMax = max(w.inFlightMax, int(harness.Scrape(metrics, "walrelay_sink_in_flight_messages")))
 		got := f.ConfirmedLSN()
@@ -280,7 +281,7 @@ func outageWalsender(t *testing.T, f *harness.Fixture) outageSender {
 	err := f.DB.QueryRow(context.Background(), `SELECT r.pid, r.reply_time, now() - r.reply_time
 		FROM pg_stat_replication r JOIN pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1`, f.Slot).
 		Scan(&s.pid, &reply, &stale)
-	harness.Must(t, err, "read pg_stat_replication for slot %s", f.Slot)
+	testkit.Must(t, err, "read pg_stat_replication for slot %s", f.Slot)
 	if reply == nil || stale == nil {
 		t.Fatalf("walsender %d of slot %s has no reply_time: the relay never answered", s.pid, f.Slot)
 	}
@@ -314,7 +315,7 @@ func outageWaitProgress(t *testing.T, f *harness.Fixture, r *harness.Relay, d ti
 func outageCount(t *testing.T, f *harness.Fixture) int {
 	t.Helper()
 	var n int
-	harness.Must(t, f.DB.QueryRow(context.Background(), "SELECT count(*) FROM "+f.Table).Scan(&n), "count outbox rows")
+	testkit.Must(t, f.DB.QueryRow(context.Background(), "SELECT count(*) FROM "+f.Table).Scan(&n), "count outbox rows")
 	return n
 }
 
@@ -329,19 +330,19 @@ func outagePGLogFrom(t *testing.T) outagePGLog {
 	t.Helper()
 	path := rig.Env(t, "WALRELAY_TEST_PG_LOG")
 	st, err := os.Stat(path)
-	harness.Must(t, err, "stat the PostgreSQL log")
+	testkit.Must(t, err, "stat the PostgreSQL log")
 	return outagePGLog{path: path, offset: st.Size()}
 }
 
 func outageNoTimeoutInLog(t *testing.T, l outagePGLog) {
 	t.Helper()
 	file, err := os.Open(l.path)
-	harness.Must(t, err, "open the PostgreSQL log")
+	testkit.Must(t, err, "open the PostgreSQL log")
 	defer file.Close()
 	_, err = file.Seek(l.offset, io.SeekStart)
-	harness.Must(t, err, "seek the PostgreSQL log")
+	testkit.Must(t, err, "seek the PostgreSQL log")
 	b, err := io.ReadAll(file)
-	harness.Must(t, err, "read the PostgreSQL log")
+	testkit.Must(t, err, "read the PostgreSQL log")
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.Contains(line, outageTimeoutLog) {
 			t.Errorf("PostgreSQL log: %s", line)
@@ -422,7 +423,7 @@ func outagePostgres(t *testing.T, mode string) {
 	r := f.Start()
 	r.WaitStarted()
 	db, err := pgxpool.New(context.Background(), f.PGURL)
-	harness.Must(t, err, "connect the writers' pool")
+	testkit.Must(t, err, "connect the writers' pool")
 	t.Cleanup(db.Close)
 
 	load := outageStartWriters(f, db, 2)
@@ -434,7 +435,7 @@ func outagePostgres(t *testing.T, mode string) {
 		outageWaitProgress(t, f, r, 3*time.Second)
 	}
 	commits, failures, err := load.stop()
-	harness.Must(t, err, "write outbox rows")
+	testkit.Must(t, err, "write outbox rows")
 	end := f.CurrentLSN()
 	catchUp := f.WaitConfirmed(r, end, outageCatchUp)
 	if code := r.Stop(); code != 0 {
@@ -522,11 +523,11 @@ func outageSessions(t *testing.T, log string) []outageSession {
 			Time string `json:"time"`
 			LSN  string `json:"confirmed_flush_lsn"`
 		}
-		harness.Must(t, json.Unmarshal([]byte(line), &entry), "parse %q", line)
+		testkit.Must(t, json.Unmarshal([]byte(line), &entry), "parse %q", line)
 		at, err := time.Parse("2006-01-02T15:04:05.000Z0700", entry.Time)
-		harness.Must(t, err, "time in %q", line)
+		testkit.Must(t, err, "time in %q", line)
 		lsn, err := pglogrepl.ParseLSN(entry.LSN)
-		harness.Must(t, err, "confirmed_flush_lsn in %q", line)
+		testkit.Must(t, err, "confirmed_flush_lsn in %q", line)
 		out = append(out, outageSession{at: at, resume: lsn})
 	}
 	return out
@@ -544,9 +545,9 @@ func outageLastResume(t *testing.T, log string) pglogrepl.LSN {
 		var entry struct {
 			LSN string `json:"confirmed_flush_lsn"`
 		}
-		harness.Must(t, json.Unmarshal([]byte(lines[i]), &entry), "parse %q", lines[i])
+		testkit.Must(t, json.Unmarshal([]byte(lines[i]), &entry), "parse %q", lines[i])
 		lsn, err := pglogrepl.ParseLSN(entry.LSN)
-		harness.Must(t, err, "confirmed_flush_lsn in %q", lines[i])
+		testkit.Must(t, err, "confirmed_flush_lsn in %q", lines[i])
 		return lsn
 	}
 	t.Fatalf("no \"replication started\" line in the relay's log")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/walrelay/walrelay/internal/testkit"
 )
 
 // Bulk is a backlog of outbox rows written by SQL alone, fast (a 100,000
@@ -44,7 +46,7 @@ func (f *Fixture) WriteBulk(ctx context.Context, b Bulk) int {
 				coalesce($7::timestamptz, now()) + g * interval '1 microsecond'
 			FROM generate_series($1::bigint, $2::bigint) g`,
 			from, to, b.Types, b.Aggregates, prefix, b.Payload, nullTime(b.OccurredAt))
-		Must(f.t, err, "write rows %d to %d of %d", from, to, b.Rows)
+		testkit.Must(f.t, err, "write rows %d to %d of %d", from, to, b.Rows)
 	}
 	return b.Rows
 }
@@ -62,7 +64,7 @@ func (f *Fixture) OccurredAt(nth int) time.Time {
 	f.t.Helper()
 	var at time.Time
 	err := f.DB.QueryRow(context.Background(), `SELECT occurred_at FROM `+f.Table+` ORDER BY occurred_at, message_id OFFSET $1 LIMIT 1`, nth).Scan(&at)
-	Must(f.t, err, "occurred_at of row %d", nth)
+	testkit.Must(f.t, err, "occurred_at of row %d", nth)
 	return at
 }
 
@@ -71,7 +73,7 @@ func (f *Fixture) CountSince(since time.Time) int {
 	f.t.Helper()
 	var n int
 	err := f.DB.QueryRow(context.Background(), `SELECT count(*) FROM `+f.Table+` WHERE occurred_at >= $1`, since).Scan(&n)
-	Must(f.t, err, "count the rows since %s", since.Format(time.RFC3339Nano))
+	testkit.Must(f.t, err, "count the rows since %s", since.Format(time.RFC3339Nano))
 	return n
 }
 

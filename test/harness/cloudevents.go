@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
 	"github.com/walrelay/walrelay/test/cloudevents"
-	"github.com/walrelay/walrelay/test/kafkatest"
 )
 
 // maxCloudEventErrors bounds the failures CheckCloudEvents reports one by

@@ -14,9 +14,10 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/walrelay/walrelay/test/kafkatest"
-	"github.com/walrelay/walrelay/test/pgtest"
-	"github.com/walrelay/walrelay/test/poll"
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
+	"github.com/walrelay/walrelay/internal/testkit/pgtest"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 )
 
 // Fixture is one test's private outbox: its own table, publication, slot
@@ -47,7 +48,7 @@ const partitions = 3
 
 func New(t *testing.T, aggregateTypes ...string) *Fixture {
 	t.Helper()
-	_, brokers := Services(t)
+	_, brokers := testkit.Services(t)
 	return NewOn(t, brokers, aggregateTypes...)
 }
 
@@ -56,7 +57,7 @@ func New(t *testing.T, aggregateTypes ...string) *Fixture {
 // its verifier use brokers, which must take plain connections.
 func NewOn(t *testing.T, brokers string, aggregateTypes ...string) *Fixture {
 	t.Helper()
-	pgURL, _ := Services(t)
+	pgURL, _ := testkit.Services(t)
 	return NewWith(t, pgURL, brokers, aggregateTypes...)
 }
 

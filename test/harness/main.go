@@ -18,15 +18,11 @@ package harness
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/walrelay/walrelay/test/rig"
 )
 
 // Binary is the walrelay executable under test, built by Main with -race.
@@ -49,21 +45,6 @@ func Main(m *testing.M, tags ...string) int {
 	return m.Run()
 }
 
-// Services returns the rig's addresses, or ends the test: a skip under
-// -short, a failure otherwise (CI must never pass by skipping).
-func Services(t *testing.T) (pgURL, brokers string) {
-	t.Helper()
-	pgURL, brokers = os.Getenv("WALRELAY_TEST_PG_URL"), os.Getenv("WALRELAY_TEST_KAFKA_BROKERS")
-	if pgURL != "" && brokers != "" {
-		return pgURL, brokers
-	}
-	if testing.Short() {
-		t.Skip("end-to-end test: needs WALRELAY_TEST_PG_URL and WALRELAY_TEST_KAFKA_BROKERS (make test starts the services)")
-	}
-	t.Fatal("WALRELAY_TEST_PG_URL and WALRELAY_TEST_KAFKA_BROKERS are not set: run `make test`, or `eval \"$(scripts/rig.sh env)\"` after `scripts/rig.sh start`")
-	return "", ""
-}
-
 // Build compiles the main package pkg with -race (and the given build tags)
 // into dir and returns the executable's path: Main builds walrelay with it,
 // the pattern tests the example services.
@@ -80,30 +61,3 @@ func Build(dir, pkg string, tags ...string) (string, error) {
 	}
 	return out, nil
 }
-
-// freePort returns a loopback address nobody listens on right now.
-func FreePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return "127.0.0.1:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-}
-
-func Must(t *testing.T, err error, what string, args ...any) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("%s: %v", fmt.Sprintf(what, args...), err)
-	}
-}
-
-// Env returns a variable of the rig, as rig.Env.
-func Env(t *testing.T, name string) string {
-	t.Helper()
-	return rig.Env(t, name)
-}
-
-// RepoRoot is the top of the walrelay checkout, as rig.RepoRoot.
-func RepoRoot() string { return rig.RepoRoot() }

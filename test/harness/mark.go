@@ -5,7 +5,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/walrelay/walrelay/test/kafkatest"
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
 )
 
 // Position is one record's place in Kafka.
@@ -26,9 +27,9 @@ func (f *Fixture) Mark() Mark {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	topics, err := kafkatest.Topics(f.Brokers, f.TopicPrefix+".")
-	Must(f.t, err, "list the fixture's topics")
+	testkit.Must(f.t, err, "list the fixture's topics")
 	ends, err := kafkatest.EndOffsets(ctx, f.Brokers, topics...)
-	Must(f.t, err, "read end offsets")
+	testkit.Must(f.t, err, "read end offsets")
 	m := Mark{}
 	for p, end := range ends {
 		m[Position{Topic: p.Topic, Partition: p.Partition}] = end

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/test/pgserver"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // Pair is a primary and its physical standby, started by the test, with a
@@ -25,7 +26,7 @@ type Pair struct {
 // until the standby has the WAL (synchronized_standby_slots).
 func NewPair(t *testing.T, syncStandby bool) *Pair {
 	t.Helper()
-	_, brokers := Services(t)
+	_, brokers := testkit.Services(t)
 	primary := pgserver.Start(t, pgserver.Settings{"wal_sender_timeout = 10s"})
 	standby := primary.Standby(t, "standby1", nil)
 	if syncStandby && pgserver.Major() >= 17 {

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/walrelay/walrelay/internal/testkit"
 )
 
 // Process is a program a test runs besides walrelay (an example service, a
@@ -29,7 +31,7 @@ func StartProcess(t *testing.T, name, bin string, env []string, args ...string) 
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	Must(t, p.cmd.Start(), "start %s", name)
+	testkit.Must(t, p.cmd.Start(), "start %s", name)
 	go func() {
 		p.cmd.Wait() //nolint:errcheck // the exit status is read from ProcessState
 		close(p.done)

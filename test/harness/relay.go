@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/test/poll"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 )
 
 // Relay is a running walrelay command: `walrelay run`, or another verb

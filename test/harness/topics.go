@@ -3,7 +3,7 @@ package harness
 import (
 	"github.com/segmentio/kafka-go"
 
-	"github.com/walrelay/walrelay/test/kafkatest"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
 )
 
 // CreateTopics creates topics of the fixture's partition count; they are

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/test/kafkatest"
 )
 
 // row is one outbox row as the database holds it, in the text forms
@@ -40,24 +41,24 @@ func (f *Fixture) OutboxRows() []Row {
 	f.t.Helper()
 	rows, err := f.DB.Query(context.Background(), `SELECT message_id::text, aggregate_type, aggregate_id, aggregate_version,
 		type, payload::text, headers::text, occurred_at, topic FROM `+f.Table)
-	Must(f.t, err, "read outbox")
+	testkit.Must(f.t, err, "read outbox")
 	defer rows.Close()
 	var out []Row
 	for rows.Next() {
 		var r Row
 		var headers, payload *string
-		Must(f.t, rows.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.Version, &r.Type, &payload, &headers, &r.OccurredAt, &r.Topic), "scan outbox row")
+		testkit.Must(f.t, rows.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.Version, &r.Type, &payload, &headers, &r.OccurredAt, &r.Topic), "scan outbox row")
 		if payload == nil {
 			r.Tombstone = true
 		} else {
 			r.Payload = *payload
 		}
 		if headers != nil {
-			Must(f.t, json.Unmarshal([]byte(*headers), &r.Headers), "headers of %s", r.ID)
+			testkit.Must(f.t, json.Unmarshal([]byte(*headers), &r.Headers), "headers of %s", r.ID)
 		}
 		out = append(out, r)
 	}
-	Must(f.t, rows.Err(), "read outbox")
+	testkit.Must(f.t, rows.Err(), "read outbox")
 	return out
 }
 
@@ -268,7 +269,7 @@ func (f *Fixture) JavaPartitioner(topic string) func(key string) int32 {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n, err := kafkatest.PartitionCount(ctx, f.Brokers, topic)
-	Must(f.t, err, "count the partitions of %s", topic)
+	testkit.Must(f.t, err, "count the partitions of %s", topic)
 	parts := make([]int, n)
 	for i := range parts {
 		parts[i] = i

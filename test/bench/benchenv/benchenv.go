@@ -18,8 +18,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/walrelay/walrelay/test/harness"
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/rig"
 )
 
 // Build compiles cmd/walrelay of this checkout into dir/name with the given
@@ -38,7 +38,7 @@ func BuildPkg(dir, name, tags, pkg string) (string, error) {
 		args = append(args, "-tags", tags)
 	}
 	cmd := exec.Command("go", append(args, pkg)...)
-	cmd.Dir = harness.RepoRoot()
+	cmd.Dir = rig.RepoRoot()
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("build %s: %w", name, err)
@@ -55,7 +55,7 @@ func BuildAt(dir, name, rev string) (string, error) {
 		return "", err
 	}
 	archive := exec.Command("git", "archive", "--format=tar", rev)
-	archive.Dir = harness.RepoRoot()
+	archive.Dir = rig.RepoRoot()
 	untar := exec.Command("tar", "-x", "-C", src)
 	pipe, err := archive.StdoutPipe()
 	if err != nil {
@@ -100,11 +100,11 @@ func Scale(t *testing.T) float64 {
 func WriteReport(t *testing.T, name, md string) {
 	dir := os.Getenv("WALRELAY_BENCH_OUT_DIR")
 	if dir == "" {
-		dir = filepath.Join(harness.RepoRoot(), ".rig", "bench")
+		dir = filepath.Join(rig.RepoRoot(), ".rig", "bench")
 	}
-	harness.Must(t, os.MkdirAll(dir, 0o755), "create %s", dir)
+	testkit.Must(t, os.MkdirAll(dir, 0o755), "create %s", dir)
 	path := filepath.Join(dir, name)
-	harness.Must(t, os.WriteFile(path, []byte(md), 0o644), "write %s", path)
+	testkit.Must(t, os.WriteFile(path, []byte(md), 0o644), "write %s", path)
 	t.Logf("wrote %s", path)
 }
 

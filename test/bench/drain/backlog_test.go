@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/walrelay/walrelay/test/pgtest"
-	"github.com/walrelay/walrelay/test/poll"
+	"github.com/walrelay/walrelay/internal/testkit/pgtest"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 )
 
 // backlog is one shape's outbox table, loaded, with its publication and the

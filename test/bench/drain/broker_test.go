@@ -17,9 +17,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
 	"github.com/walrelay/walrelay/test/bench/benchenv"
-	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/kafkatest"
 )
 
 // brokerJIT is the CPU time the broker's JIT compiler threads (HotSpot's
@@ -98,7 +98,7 @@ func warmBroker(t *testing.T, brokers string) {
 		}
 		wg.Wait()
 		close(errs)
-		harness.Must(t, <-errs, "warm the broker up")
+		testkit.Must(t, <-errs, "warm the broker up")
 		cpu1, _ := benchenv.ProcCPU(kafkaPid)
 		jit := brokerJIT(kafkaPid) - jit0
 		share := 100 * float64(jit) / float64(max(cpu1-cpu0, time.Millisecond))
@@ -110,7 +110,7 @@ func warmBroker(t *testing.T, brokers string) {
 			break
 		}
 	}
-	harness.Must(t, kafkatest.DeleteTopics(brokers, topic), "delete the warm-up topic")
+	testkit.Must(t, kafkatest.DeleteTopics(brokers, topic), "delete the warm-up topic")
 	t.Logf("broker warm-up: %d round(s) of %d batches in %s; the JIT compiler's share of the broker's CPU per round: %s",
 		len(shares), partitions*batches, time.Since(began).Round(time.Millisecond), strings.Join(shares, ", "))
 }

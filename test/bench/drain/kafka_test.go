@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/kafkatest"
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
 )
 
 // partitions is the partition count of the Kafka run's topic: more than
@@ -42,7 +42,7 @@ func runToKafka(ctx context.Context, t *testing.T, b *backlog, bin, slot, name s
 	kafkatest.CreateTopic(t, b.brokers, topic, parts)
 	m := runWalrelay(ctx, t, b, bin, slot, name+".{aggregate_type}", within)
 	n, err := topicRecords(ctx, b.brokers, topic)
-	harness.Must(t, err, "count the records of %s", topic)
+	testkit.Must(t, err, "count the records of %s", topic)
 	switch rows := b.rows; {
 	case n < rows:
 		t.Errorf("topic %s holds %d records; want %d (messages are missing)", topic, n, rows)

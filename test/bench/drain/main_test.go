@@ -7,9 +7,9 @@ import (
 	"os"
 	"testing"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/rig"
 	"github.com/walrelay/walrelay/test/bench/benchenv"
-	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/rig"
 )
 
 // The binaries under test. All are plain builds: -race (as harness.Build
@@ -53,7 +53,7 @@ func run(m *testing.M) int {
 // the runs, for the report.
 func setUp(t *testing.T) (pgURL, brokers string, scale float64, loadBefore string) {
 	t.Helper()
-	pgURL, brokers = harness.Services(t)
+	pgURL, brokers = testkit.Services(t)
 	scale = benchenv.Scale(t)
 	kafkaPid = rig.KafkaPid(t)
 	warmBroker(t, brokers)

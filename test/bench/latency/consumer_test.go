@@ -13,7 +13,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/walrelay/walrelay/test/poll"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 )
 
 // consumeMaxWait is how long the broker holds a fetch that finds nothing

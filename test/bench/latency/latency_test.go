@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/internal/testkit"
 	"github.com/walrelay/walrelay/test/bench/benchenv"
 	"github.com/walrelay/walrelay/test/harness"
 )
@@ -102,7 +103,7 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 
 	f := harness.New(t, "bench", "probe")
 	f.WalrelayOK("init")
-	addr := harness.FreePort(t)
+	addr := testkit.FreePort(t)
 	// --status-interval is set back to its default (the fixture shortens it).
 	started := time.Now()
 	relay := f.Run(append([]string{"--metrics-addr", addr, "--status-interval", "10s"}, flags...)...)
@@ -112,7 +113,7 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 	ids := newIDs()
 	base := time.Now().Add(200 * time.Millisecond) // the consumer's readers connect meanwhile
 	cons, err := startConsumer(f.Brokers, f.Topic("bench"), total, base, ids)
-	harness.Must(t, err, "start the consumer")
+	testkit.Must(t, err, "start the consumer")
 	t.Cleanup(cons.stop)
 
 	pr := startProbe(f.Brokers, f.Topic("probe"))
@@ -128,9 +129,9 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 	watch := startWatch(t, f, pr, relay.Cmd.Process.Pid)
 	after := scrapeAt(t, relay, addr, base.Add(warmup+window))
 	around := watch.end(t)
-	harness.Must(t, <-writeErr, "write")
+	testkit.Must(t, <-writeErr, "write")
 	hist, err := after.since(before)
-	harness.Must(t, err, "histogram difference")
+	testkit.Must(t, err, "histogram difference")
 	// A minute without an arrival, not in all: a relay behind its writer
 	// has a backlog to work off.
 	if err := cons.waitAll(60 * time.Second); err != nil {
@@ -147,7 +148,7 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 	}
 	ran := time.Since(started)
 	within, err := hist.fractionWithin(.05)
-	harness.Must(t, err, "acks within 50 ms")
+	testkit.Must(t, err, "acks within 50 ms")
 	res := result{
 		rate: rate, window: window, messages: total, hist: hist, within50ms: within,
 		pace:       w.pace(warmup, warmup+window),
@@ -169,17 +170,17 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 func writerPool(t *testing.T, pgURL string) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(pgURL)
-	harness.Must(t, err, "parse the postgres url")
+	testkit.Must(t, err, "parse the postgres url")
 	cfg.MaxConns, cfg.MinConns = writerConns, writerConns
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	harness.Must(t, err, "open the writer's pool")
+	testkit.Must(t, err, "open the writer's pool")
 	t.Cleanup(pool.Close)
 	conns := make([]*pgxpool.Conn, 0, writerConns)
 	for range writerConns {
 		c, err := pool.Acquire(ctx)
-		harness.Must(t, err, "connect a writer")
+		testkit.Must(t, err, "connect a writer")
 		conns = append(conns, c)
 	}
 	for _, c := range conns {
@@ -195,7 +196,7 @@ func scrapeAt(t *testing.T, relay *harness.Relay, addr string, at time.Time) his
 	time.Sleep(time.Until(at))
 	relay.Running()
 	h, err := scrapeHistogram(addr, ackHistogram)
-	harness.Must(t, err, "scrape walrelay")
+	testkit.Must(t, err, "scrape walrelay")
 	return h
 }
 
@@ -229,7 +230,7 @@ func readSlotStats(t *testing.T, db *pgxpool.Pool, slot string) slotStats {
 	err := db.QueryRow(context.Background(),
 		"SELECT coalesce(total_bytes, 0), coalesce(spill_bytes, 0) FROM pg_stat_replication_slots WHERE slot_name = $1", slot).
 		Scan(&s.decodedBytes, &s.spillBytes)
-	harness.Must(t, err, "read pg_stat_replication_slots for %s", slot)
+	testkit.Must(t, err, "read pg_stat_replication_slots for %s", slot)
 	return s
 }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/walrelay/walrelay/test/kafkatest"
+	"github.com/walrelay/walrelay/internal/testkit/kafkatest"
 )
 
 // probeInterval spaces the probe's produce requests: a light load (50

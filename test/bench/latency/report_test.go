@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/internal/testkit"
 	"github.com/walrelay/walrelay/test/bench/benchenv"
-	"github.com/walrelay/walrelay/test/harness"
 )
 
 // environment is what the report says about the machine.
@@ -31,7 +31,7 @@ type environment struct {
 
 func machine(t *testing.T) environment {
 	t.Helper()
-	pgURL, _ := harness.Services(t)
+	pgURL, _ := testkit.Services(t)
 	e := environment{
 		cpus: runtime.NumCPU(), cpuModel: benchenv.CPUModel(), kafka: benchenv.KafkaVersion(),
 		date: time.Now().UTC().Format(time.RFC3339), loadBefore: benchenv.LoadAverage(), goVersion: runtime.Version(),
@@ -40,9 +40,9 @@ func machine(t *testing.T) environment {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, pgURL)
-	harness.Must(t, err, "connect to postgres")
+	testkit.Must(t, err, "connect to postgres")
 	defer conn.Close(ctx)
-	harness.Must(t, conn.QueryRow(ctx, "SHOW server_version").Scan(&e.postgres), "read the postgres version")
+	testkit.Must(t, conn.QueryRow(ctx, "SHOW server_version").Scan(&e.postgres), "read the postgres version")
 	return e
 }
 

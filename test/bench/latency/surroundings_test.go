@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/internal/testkit"
 	"github.com/walrelay/walrelay/test/bench/benchenv"
 	"github.com/walrelay/walrelay/test/harness"
 )
@@ -83,14 +84,14 @@ func checkpoints(t *testing.T, db *pgxpool.Pool) int64 {
 	ctx := context.Background()
 	var version int
 	err := db.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version)
-	harness.Must(t, err, "read server_version_num")
+	testkit.Must(t, err, "read server_version_num")
 	query := "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
 	if version >= 170000 {
 		query = "SELECT num_timed + num_requested FROM pg_stat_checkpointer"
 	}
 	var n int64
 	err = db.QueryRow(ctx, query).Scan(&n)
-	harness.Must(t, err, "read the checkpoint counts")
+	testkit.Must(t, err, "read the checkpoint counts")
 	return n
 }
 
@@ -101,6 +102,6 @@ func walsenderPID(t *testing.T, f *harness.Fixture) int {
 	var pid int
 	err := f.DB.QueryRow(context.Background(),
 		"SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1", f.Slot).Scan(&pid)
-	harness.Must(t, err, "read the walsender of slot %s", f.Slot)
+	testkit.Must(t, err, "read the walsender of slot %s", f.Slot)
 	return pid
 }

@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/test/bench/benchenv"
 	"github.com/walrelay/walrelay/test/harness"
-	"github.com/walrelay/walrelay/test/poll"
 )
 
 // gapRows is the gap, before WALRELAY_BENCH_SCALE.
@@ -35,7 +36,7 @@ type measure struct {
 }
 
 func TestBenchRecover(t *testing.T) {
-	pgURL, brokers := harness.Services(t)
+	pgURL, brokers := testkit.Services(t)
 	rows := max(1000, int(gapRows*benchenv.Scale(t)))
 	shape := harness.Bulk{Rows: rows, Aggregates: 1000, Types: []string{"order"}, Payload: 200, Batch: 1000}
 	load := benchenv.LoadAverage()
