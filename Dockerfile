@@ -5,7 +5,7 @@
 #
 # VERSION is what `walrelay version` and the metric walrelay_build_info
 # report; left empty, scripts/build.sh takes `git describe --tags --always
-# --dirty` of the build context's .git. deploy/image_test.go runs this
+# --dirty` of the build context's .git. test/deploy/image_test.go runs this
 # stage's build line (the RUN with scripts/build.sh) as it stands here.
 #
 # Why distroless static and not scratch: it carries the CA certificates

@@ -52,13 +52,10 @@ unit:
 	$(GO) test -short -race -count=1 ./...
 
 # Everything, against the real services (started if needed, left running;
-# `make rig-down` stops them).
+# `make rig-down` stops them): the stages of scripts/test.sh, those that can
+# share the machine at once, then the stages' times and the ten slowest tests.
 test: vet rig-up
-	eval "$$(scripts/rig.sh env)"; $(GO) test -race -count=1 -parallel 4 -timeout 20m ./... && cd test && $(GO) test -race -count=1 -parallel 4 -timeout 20m ./...
-	$(GO) test -count=1 -tags walrelay_discard -run Discard ./cmd/walrelay
-	$(MAKE) faults
-	$(MAKE) fuzz
-	$(MAKE) compat
+	COMPAT_TESTS='$(COMPAT_TESTS)' PG_OTHERS='$(PG_OTHERS)' FUZZTIME='$(FUZZTIME)' GO='$(GO)' scripts/test.sh
 
 # The fault-injection suite: it kills and restarts the services, so it runs
 # alone and one test at a time, after the others.

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Builds walrelay with its version stamped. The one build command of
-# `make build`, the Dockerfile's build stage and deploy/image_test.go (which
+# `make build`, the Dockerfile's build stage and test/deploy/image_test.go (which
 # runs the Dockerfile's own RUN line), so the three cannot drift apart.
 #
 #   scripts/build.sh [OUTPUT]     default: bin/walrelay

@@ -35,7 +35,7 @@ one() {
     echo "=== PostgreSQL $v: compatibility set (127.0.0.1:$WALRELAY_PG_PORT)"
     if "$REPO/scripts/pg.sh" start; then
       eval "$("$REPO/scripts/rig.sh" env)"
-      (cd test && "$GO" test -race -count=1 -timeout 10m -run "$TESTS" ./e2e ./pgserver) || rc=$?
+      (cd test && "$REPO/scripts/gotest.sh" "compat-$v" -race -count=1 -timeout 10m -run "$TESTS" ./e2e ./pgserver) || rc=$?
     else
       rc=1
     fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints the path of a docker-compose, for validating docker-compose.yml
-# (deploy/compose_test.go runs `docker-compose config`, which needs no Docker
+# (test/deploy/compose_test.go runs `docker-compose config`, which needs no Docker
 # engine). Idempotent.
 #
 #   scripts/docker-compose.sh    print the path (installing it first when missing)

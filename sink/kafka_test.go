@@ -17,7 +17,7 @@ import (
 	"github.com/walrelay/walrelay/schema"
 )
 
-// testBrokers is the rig's Kafka brokers (test/rig): without them the test
+// testBrokers is the rig's Kafka brokers (internal/testkit/rig): without them the test
 // fails, or skips under -short.
 func testBrokers(t *testing.T) []string {
 	t.Helper()
@@ -33,7 +33,7 @@ func createTopic(t *testing.T, brokers []string, partitions int, configs ...kafk
 	return topic
 }
 
-// readPartition reads topic back with kcat (test/kafkatest) and returns the
+// readPartition reads topic back with kcat (internal/testkit/kafkatest) and returns the
 // records of one partition in offset order, repeats of a ce_id dropped as
 // consumers drop them: a retried batch may legitimately have been written
 // twice.

@@ -4,12 +4,13 @@
 // load of concurrent writers, and a verifier that reads every topic back
 // with kcat, a client that shares no code with walrelay's sink.
 //
-// It is built on the smaller test packages any test may use alone: rig
-// (the rig's variables and scripts), poll (waiting for a condition),
-// kafkatest (topics, offsets, kcat reads) and pgtest (a test's own objects
-// in PostgreSQL). Its files go by concern: fixture (the outbox and its
-// walrelay commands), relay (a running `walrelay run`), mark (Kafka end
-// offsets at a fault), load, verify, metrics, process, role, certs.
+// It is built on internal/testkit, which the root module's tests use too:
+// testkit (Services, Must, FreePort, a CA), rig (the rig's variables and
+// scripts), poll (waiting for a condition), kafkatest (topics, offsets, kcat
+// reads) and pgtest (a test's own objects in PostgreSQL). Its files go by
+// concern: fixture (the outbox and its walrelay commands), relay (a running
+// `walrelay run`), mark (Kafka end offsets at a fault), load, verify,
+// metrics, process, role.
 //
 // Without WALRELAY_TEST_PG_URL and WALRELAY_TEST_KAFKA_BROKERS the tests
 // fail, so that a CI run without services cannot pass by skipping; with
