@@ -149,7 +149,7 @@ func filter(in io.Reader, out io.Writer, file string, verbose bool) error {
 
 type result struct {
 	run, pkg, test, action string
-	elapsed           float64
+	elapsed                float64
 }
 
 // slowest prints the n slowest top-level tests of the files.
