@@ -51,4 +51,8 @@
 // O(pending transactions), even for a transaction of a million rows.
 // Calls that break the protocol return an error wrapping one of the Err
 // values and change nothing.
+//
+// It is public, and pure, so that anyone who builds on walrelay's stream can
+// confirm positions by the same rule; internal/relay is walrelay's own
+// caller.
 package checkpoint

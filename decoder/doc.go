@@ -51,4 +51,8 @@
 // settings (or, for RowDecoder, the reading session's): timestamps must be
 // printed with DateStyle ISO and bytea with bytea_output hex (both
 // PostgreSQL defaults). Other forms are bad rows.
+//
+// It is public for tools that read walrelay's slot or the same pgoutput
+// stream themselves (a test, an audit, a second consumer of the WAL);
+// walrelay's own callers are internal/relay and internal/backfill.
 package decoder

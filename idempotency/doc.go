@@ -42,4 +42,7 @@
 // usual; a client that retries after a week gets a second order). A stored
 // response is replayed as it was, so responses should not depend on the
 // time they are read.
+//
+// For applications: it guards the commands (HTTP requests, jobs) whose
+// effects write outbox rows.
 package idempotency

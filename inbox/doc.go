@@ -43,4 +43,7 @@
 // it, plus the time walrelay may take to replay after an outage, and the
 // time before an operator retries a parked dead letter (same message id).
 // Pruning sooner turns those redeliveries into second effects.
+//
+// For applications: it is the consuming half of the pattern, for the
+// services that read walrelay's topics.
 package inbox

@@ -55,4 +55,7 @@
 // the topics' max.message.bytes at least as large. One call writes any
 // number of messages in one statement (one per 7,281 messages beyond
 // that, PostgreSQL's parameter limit).
+//
+// For applications: it is the writing half of the pattern, the side that
+// walrelay reads.
 package outbox

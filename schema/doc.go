@@ -8,4 +8,8 @@
 // Column names are configurable (Columns) so that walrelay can be pointed at
 // an existing table; the defaults are the names of the DDL that `walrelay
 // schema` prints.
+//
+// It is public for applications and tools: the DDL and grants to put in
+// migrations, the column names an existing table maps to, and the Message
+// every other package speaks.
 package schema

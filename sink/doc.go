@@ -68,4 +68,9 @@
 // they have all ended. Publish is normally called from one goroutine, in
 // commit order. Close stops Publish; Run then sends what is queued without
 // lingering and returns nil once all of it is acknowledged.
+//
+// It is public for programs that publish outbox messages to Kafka with
+// walrelay's routing (the Java client's murmur2 partitioner) and
+// acknowledgement discipline; walrelay's own callers are internal/relay and
+// internal/backfill.
 package sink

@@ -17,4 +17,9 @@
 // The slot is the checkpoint: walrelay keeps no state of its own, so a
 // restart replays from confirmed_flush_lsn and a crash can duplicate but
 // never lose a committed message.
+//
+// It is public for programs that run walrelay's replication side themselves:
+// creating and checking the slot and publication, streaming with the confirm
+// rule's position, reading the slot's figures. walrelay's verbs call it
+// through cmd/walrelay and internal/relay.
 package slot

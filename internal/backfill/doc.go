@@ -12,4 +12,6 @@
 // repeatable-read transaction through a cursor, a batch at a time, and
 // the sink's in-flight bounds hold publishing back, so memory stays
 // bounded whatever the selection's size.
+//
+// Internal: walrelay's own, for the recover and replay verbs.
 package backfill

@@ -9,6 +9,8 @@
 //
 // Sleep is the one way walrelay waits between attempts: it returns early,
 // with the context's error, when the context ends.
+//
+// Internal: walrelay's own, shared by its packages.
 package backoff
 
 import (

@@ -1,5 +1,7 @@
 // Package bytesize writes byte counts for people, the one way walrelay
 // does it (logs, check, status, -h).
+//
+// Internal: walrelay's own, shared by its packages.
 package bytesize
 
 import "fmt"

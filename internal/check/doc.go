@@ -14,4 +14,7 @@
 // A check that could not be made is not reported as passed: a preflight that
 // cannot reach a server reports that as a failure and leaves out the checks
 // that needed the server, rather than guessing their outcome.
+//
+// Internal: walrelay's own, shared by the packages whose checks `walrelay
+// check` composes.
 package check

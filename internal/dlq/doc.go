@@ -35,4 +35,7 @@
 //
 // A row that could not be decoded (row_data set, no message) cannot be
 // retried: fix the data with a new outbox row, then discard the dead one.
+//
+// Internal: walrelay's own; the table's shape is public in
+// schema.DeadLetterDDL.
 package dlq

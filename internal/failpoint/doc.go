@@ -20,4 +20,7 @@
 //	reconnect        a session failed and a new one is about to start
 //	inbox-after-commit  package inbox: a record was handled (its transaction committed, or it was a duplicate), its Kafka offset not yet committed
 //	notifier-after-send examples/notifier: the SMTP server accepted an e-mail, its task not yet marked sent
+//
+// Internal: walrelay's own, and its fault suite's; the example services use
+// it too.
 package failpoint

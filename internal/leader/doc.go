@@ -43,4 +43,6 @@
 // new leader from streaming until the old one has let go, and a duplicate
 // is the worst outcome. Poolers in transaction mode break session locks;
 // the check notices (the lock is not on its backend) and steps down.
+//
+// Internal: walrelay's own, for `walrelay run` and `walrelay recover`.
 package leader

@@ -4,6 +4,8 @@
 //
 // Components never register on the default registry: the caller hands
 // them the Registerer (cmd/walrelay makes one per process).
+//
+// Internal: walrelay's own, shared by its packages.
 package promreg
 
 import (

@@ -15,4 +15,7 @@
 // A message is counted in the tracker (Add) before it is handed to the
 // sink, so an acknowledgement can never arrive for a message the tracker
 // does not know, and the safe position can never pass it.
+//
+// Internal: walrelay's own, for `walrelay run`; applications have no use for
+// it.
 package relay

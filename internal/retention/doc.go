@@ -65,4 +65,6 @@
 // application's inserts, and row locks on the rows it deletes, which nobody
 // else holds (the outbox is insert-only). The rows are found through the
 // index on occurred_at that `walrelay schema` creates.
+//
+// Internal: walrelay's own, for `walrelay prune`.
 package retention

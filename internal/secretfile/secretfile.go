@@ -2,6 +2,8 @@
 // walrelay does it for PostgreSQL and Kafka: the content without one
 // trailing line break, never empty, and errors that name the file, never
 // its content.
+//
+// Internal: walrelay's own, shared by its packages.
 package secretfile
 
 import (

@@ -2,6 +2,8 @@
 // walrelay: make topics that are deleted when the test ends, change and
 // inspect them, and read back what landed with kcat, a client that shares
 // no code with walrelay's sink.
+//
+// Internal: for walrelay's tests only.
 package kafkatest
 
 import (

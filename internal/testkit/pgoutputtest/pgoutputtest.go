@@ -1,6 +1,8 @@
 // Package pgoutputtest builds pgoutput messages (protocol version 1) byte
 // by byte, as PostgreSQL's walsender sends them inside XLogData, for the
 // tests of code that decodes them. It shares no code with the decoder.
+//
+// Internal: for walrelay's tests only.
 package pgoutputtest
 
 import (

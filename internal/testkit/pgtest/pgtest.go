@@ -1,6 +1,8 @@
 // Package pgtest is one test's own corner of the rig's PostgreSQL: a
 // connection pool, a unique name to call its tables, publications and
 // slots after, and their removal in t.Cleanup.
+//
+// Internal: for walrelay's tests only.
 package pgtest
 
 import (

@@ -1,6 +1,8 @@
 // Package poll waits in tests for a condition that becomes true on its own
 // time: a slot that confirms, a record that lands, a metric that moves.
 // A wait that runs out fails with the last thing it saw.
+//
+// Internal: for walrelay's tests only.
 package poll
 
 import (

@@ -4,6 +4,8 @@
 //
 // A test that needs a service it was not given fails, so that a CI run
 // without services cannot pass by skipping; under -short it skips.
+//
+// Internal: for walrelay's tests only.
 package rig
 
 import (
