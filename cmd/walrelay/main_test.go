@@ -14,19 +14,20 @@ import (
 	"github.com/walrelay/walrelay/schema"
 )
 
-// The DDL shipped for docker-compose is what `walrelay schema --grant-to
-// walrelay` prints: the stack runs walrelay as that least-privilege role.
-func TestComposeDDLMatchesSchemaVerb(t *testing.T) {
+// The DDL shipped for docker-compose and Kubernetes (one file, which both
+// apply) is what `walrelay schema --grant-to walrelay` prints: both run
+// walrelay as that least-privilege role.
+func TestShippedDDLMatchesSchemaVerb(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), []string{"schema", "--grant-to", "walrelay"}, &out, &errOut); err != nil {
 		t.Fatalf("walrelay schema: %v\n%s", err, errOut.String())
 	}
-	shipped, err := os.ReadFile("../../deploy/compose/outbox.sql")
+	shipped, err := os.ReadFile("../../deploy/kubernetes/outbox.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != string(shipped) {
-		t.Errorf("deploy/compose/outbox.sql differs from `walrelay schema --grant-to walrelay`; regenerate it with: go run ./cmd/walrelay schema --grant-to walrelay > deploy/compose/outbox.sql")
+		t.Errorf("deploy/kubernetes/outbox.sql differs from `walrelay schema --grant-to walrelay`; regenerate it with: go run ./cmd/walrelay schema --grant-to walrelay > deploy/kubernetes/outbox.sql")
 	}
 }
 
