@@ -167,10 +167,7 @@ func New(cfg Config) (*Decoder, error) {
 // resolve fills cfg's defaults and validates it.
 func (cfg Config) resolve() (Config, error) {
 	cfg = cfg.withDefaults()
-	if err := schema.ValidateIdentifier("table schema", cfg.Table.Schema); err != nil {
-		return cfg, fmt.Errorf("decoder config: %w", err)
-	}
-	if err := schema.ValidateIdentifier("table", cfg.Table.Name); err != nil {
+	if err := cfg.Table.Validate("table"); err != nil {
 		return cfg, fmt.Errorf("decoder config: %w", err)
 	}
 	if err := cfg.Columns.Validate(); err != nil {

@@ -60,10 +60,7 @@ func New(c Config) (*Store, error) {
 		c.Table.Schema = "public"
 	}
 	s := &Store{table: c.Table, index: c.Table.Name + "_created_at"}
-	if err := schema.ValidateIdentifier("idempotency table schema", c.Table.Schema); err != nil {
-		return nil, fmt.Errorf("idempotency: %w", err)
-	}
-	if err := schema.ValidateIdentifier("idempotency table", c.Table.Name); err != nil {
+	if err := c.Table.Validate("idempotency table"); err != nil {
 		return nil, fmt.Errorf("idempotency: %w", err)
 	}
 	if err := schema.ValidateIdentifier("idempotency index (the table's name + _created_at)", s.index); err != nil {

@@ -80,10 +80,7 @@ func New(c Config) (*Writer, error) {
 	if c.MaxPayloadBytes < 0 {
 		return nil, fmt.Errorf("outbox: MaxPayloadBytes is %d; want 0 (the default) or more", c.MaxPayloadBytes)
 	}
-	if err := schema.ValidateIdentifier("outbox table schema", c.Table.Schema); err != nil {
-		return nil, fmt.Errorf("outbox: %w", err)
-	}
-	if err := schema.ValidateIdentifier("outbox table", c.Table.Name); err != nil {
+	if err := c.Table.Validate("outbox table"); err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
 	if err := c.Columns.Validate(); err != nil {

@@ -87,20 +87,14 @@ func DefaultConfig() Config {
 
 // Validate checks every name that goes into SQL.
 func (c Config) Validate() error {
-	if err := ValidateIdentifier("table schema", c.Table.Schema); err != nil {
-		return err
-	}
-	if err := ValidateIdentifier("table", c.Table.Name); err != nil {
+	if err := c.Table.Validate("table"); err != nil {
 		return err
 	}
 	if err := ValidateIdentifier("publication", c.Publication); err != nil {
 		return err
 	}
 	dl := c.DeadLetterTable()
-	if err := ValidateIdentifier("dead-letter table schema", dl.Schema); err != nil {
-		return err
-	}
-	if err := ValidateIdentifier("dead-letter table", dl.Name); err != nil {
+	if err := dl.Validate("dead-letter table"); err != nil {
 		return err
 	}
 	if dl == c.Table {

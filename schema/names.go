@@ -65,13 +65,20 @@ func ParseTable(s string) (Table, error) {
 	if i := strings.IndexByte(s, '.'); i >= 0 {
 		t = Table{Schema: s[:i], Name: s[i+1:]}
 	}
-	if err := ValidateIdentifier("table schema", t.Schema); err != nil {
-		return Table{}, err
-	}
-	if err := ValidateIdentifier("table", t.Name); err != nil {
+	if err := t.Validate("table"); err != nil {
 		return Table{}, err
 	}
 	return t, nil
+}
+
+// Validate checks both parts of t with ValidateIdentifier, naming them
+// "<kind> schema" and "<kind>" in the error: one rule for every table
+// walrelay and its libraries put into SQL.
+func (t Table) Validate(kind string) error {
+	if err := ValidateIdentifier(kind+" schema", t.Schema); err != nil {
+		return err
+	}
+	return ValidateIdentifier(kind, t.Name)
 }
 
 // String is the unquoted "schema.name" form.

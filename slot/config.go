@@ -111,10 +111,7 @@ func (c *Config) validate() error {
 	if err := schema.ValidateIdentifier("publication", c.Publication); err != nil {
 		return err
 	}
-	if err := schema.ValidateIdentifier("table schema", c.Table.Schema); err != nil {
-		return err
-	}
-	if err := schema.ValidateIdentifier("table", c.Table.Name); err != nil {
+	if err := c.Table.Validate("table"); err != nil {
 		return err
 	}
 	if err := c.Columns.Validate(); err != nil {

@@ -153,34 +153,55 @@ func logWarnings(log *zap.Logger, results []check.Result) {
 // behind retaining WAL; and a slot Init created that then fails its rules
 // is dropped again, which the error says.
 func Init(ctx context.Context, cfg Config, log *zap.Logger, prepare ...func(context.Context, *pgx.Conn) error) (Info, error) {
-	cfg.setDefaults()
-	if err := cfg.validate(); err != nil {
-		return Info{}, err
-	}
-	conn, err := connect(ctx, &cfg)
+	conn, f, err := openPrepared(ctx, cfg, log, prepare)
 	if err != nil {
 		return Info{}, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	f := readFacts(ctx, conn, &cfg)
-	if err := f.err(); err != nil {
-		return Info{}, err
-	}
-	if err := firstFailure(judge(f, serverRules()...)); err != nil {
-		return Info{}, err
-	}
-	if err := ensurePublication(ctx, conn, f, log); err != nil {
-		return Info{}, err
-	}
-	for _, p := range prepare {
-		if err := p(ctx, conn); err != nil {
-			return Info{}, fmt.Errorf("%w (no replication slot was created)", err)
-		}
-	}
 	if err := ensureSlot(ctx, conn, f, log); err != nil {
 		return Info{}, err
 	}
 	return f.figures.Info, nil
+}
+
+// openPrepared is what Init and PrepareRecovery do before the slot:
+// connect, judge the server and the role, create the missing publication
+// and judge it, then run prepare, refusing on the first failure. The
+// connection is the caller's to close; on an error it is closed already.
+func openPrepared(ctx context.Context, cfg Config, log *zap.Logger, prepare []func(context.Context, *pgx.Conn) error) (*pgx.Conn, *facts, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, nil, err
+	}
+	conn, err := connect(ctx, &cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := preparedOn(ctx, conn, &cfg, log, prepare)
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, nil, err
+	}
+	return conn, f, nil
+}
+
+func preparedOn(ctx context.Context, conn *pgx.Conn, cfg *Config, log *zap.Logger, prepare []func(context.Context, *pgx.Conn) error) (*facts, error) {
+	f := readFacts(ctx, conn, cfg)
+	if err := f.err(); err != nil {
+		return nil, err
+	}
+	if err := firstFailure(judge(f, serverRules()...)); err != nil {
+		return nil, err
+	}
+	if err := ensurePublication(ctx, conn, f, log); err != nil {
+		return nil, err
+	}
+	for _, p := range prepare {
+		if err := p(ctx, conn); err != nil {
+			return nil, fmt.Errorf("%w (no replication slot was created)", err)
+		}
+	}
+	return f, nil
 }
 
 // ensurePublication creates the missing publication, then judges it. When

@@ -217,10 +217,7 @@ func updatePending(ctx context.Context, q Execer, table schema.Table, slot, what
 // quotedRecoveries validates the recoveries table's name and quotes it for
 // SQL.
 func quotedRecoveries(t schema.Table) (string, error) {
-	if err := schema.ValidateIdentifier("recoveries table schema", t.Schema); err != nil {
-		return "", err
-	}
-	if err := schema.ValidateIdentifier("recoveries table", t.Name); err != nil {
+	if err := t.Validate("recoveries table"); err != nil {
 		return "", err
 	}
 	return t.Quoted(), nil

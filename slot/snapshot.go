@@ -30,30 +30,11 @@ func (f Figures) Invalidated() bool {
 // prepare, when given, runs on the same connection after the publication,
 // as Init's does.
 func PrepareRecovery(ctx context.Context, cfg Config, log *zap.Logger, prepare ...func(context.Context, *pgx.Conn) error) (Figures, error) {
-	cfg.setDefaults()
-	if err := cfg.validate(); err != nil {
-		return Figures{}, err
-	}
-	conn, err := connect(ctx, &cfg)
+	conn, f, err := openPrepared(ctx, cfg, log, prepare)
 	if err != nil {
 		return Figures{}, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	f := readFacts(ctx, conn, &cfg)
-	if err := f.err(); err != nil {
-		return Figures{}, err
-	}
-	if err := firstFailure(judge(f, serverRules()...)); err != nil {
-		return Figures{}, err
-	}
-	if err := ensurePublication(ctx, conn, f, log); err != nil {
-		return Figures{}, err
-	}
-	for _, p := range prepare {
-		if err := p(ctx, conn); err != nil {
-			return Figures{}, err
-		}
-	}
+	conn.Close(context.WithoutCancel(ctx))
 	return f.figures, nil
 }
 

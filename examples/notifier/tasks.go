@@ -41,10 +41,7 @@ type taskStore struct {
 }
 
 func newTaskStore(t schema.Table) (*taskStore, error) {
-	if err := schema.ValidateIdentifier("tasks table schema", t.Schema); err != nil {
-		return nil, err
-	}
-	if err := schema.ValidateIdentifier("tasks table", t.Name); err != nil {
+	if err := t.Validate("tasks table"); err != nil {
 		return nil, err
 	}
 	return &taskStore{table: t.Quoted(), name: t.Name}, nil

@@ -32,10 +32,7 @@ func New(db DB, t schema.Table) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("dead-letter store: nil database")
 	}
-	if err := schema.ValidateIdentifier("dead-letter table schema", t.Schema); err != nil {
-		return nil, err
-	}
-	if err := schema.ValidateIdentifier("dead-letter table", t.Name); err != nil {
+	if err := t.Validate("dead-letter table"); err != nil {
 		return nil, err
 	}
 	return &Store{db: db, table: t.Quoted()}, nil

@@ -39,10 +39,7 @@ func New(db DB, t schema.Table) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("topics store: nil database")
 	}
-	if err := schema.ValidateIdentifier("topics table schema", t.Schema); err != nil {
-		return nil, err
-	}
-	if err := schema.ValidateIdentifier("topics table", t.Name); err != nil {
+	if err := t.Validate("topics table"); err != nil {
 		return nil, err
 	}
 	return &Store{db: db, table: t.Quoted()}, nil
