@@ -91,33 +91,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return flagged(dispatch(ctx, args, stdout, stderr))
 }
 
+// verbs are the commands, by name.
+var verbs = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
+	"run":     runRelay,
+	"init":    runInit,
+	"check":   runCheck,
+	"status":  runStatus,
+	"dlq":     runDLQ,
+	"schema":  runSchema,
+	"prune":   runPrune,
+	"recover": runRecover,
+	"replay":  runReplay,
+	"topics":  runTopics,
+}
+
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errUsage
 	}
 	verb, rest := args[0], args[1:]
+	if run, ok := verbs[verb]; ok {
+		return run(ctx, rest, stdout, stderr)
+	}
 	switch verb {
-	case "run":
-		return runRelay(ctx, rest, stdout, stderr)
-	case "init":
-		return runInit(ctx, rest, stdout, stderr)
-	case "check":
-		return runCheck(ctx, rest, stdout, stderr)
-	case "status":
-		return runStatus(ctx, rest, stdout, stderr)
-	case "dlq":
-		return runDLQ(ctx, rest, stdout, stderr)
-	case "schema":
-		return runSchema(rest, stdout, stderr)
-	case "prune":
-		return runPrune(ctx, rest, stdout, stderr)
-	case "recover":
-		return runRecover(ctx, rest, stdout, stderr)
-	case "replay":
-		return runReplay(ctx, rest, stdout, stderr)
-	case "topics":
-		return runTopics(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "walrelay", version())
 		return nil

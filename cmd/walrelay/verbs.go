@@ -38,7 +38,7 @@ func parseWithLogger(verb string, args []string, stdout, stderr io.Writer) (conf
 	return c, log, true, nil
 }
 
-func runSchema(args []string, stdout, stderr io.Writer) error {
+func runSchema(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	c, ok, err := parseConfig("schema", args, stdout, stderr)
 	if !ok {
 		return err
