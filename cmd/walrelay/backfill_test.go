@@ -3,9 +3,6 @@ package main
 import (
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/walrelay/walrelay/schema"
 )
 
 // What recover and replay act on is said on the command line: a variable
@@ -34,41 +31,6 @@ func TestRecoverWantsExactlyOneSelection(t *testing.T) {
 	}
 	if h := help(t, "replay"); strings.Contains(h, "--slot") || strings.Contains(h, "--on-bad-message") || !strings.Contains(h, "--to-topic") {
 		t.Errorf("walrelay replay -h: want --to-topic and no --slot or --on-bad-message:\n%s", h)
-	}
-}
-
-func TestParseWhen(t *testing.T) {
-	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
-	for in, want := range map[string]time.Time{
-		"2026-12-04T08:10:03Z":      time.Date(2026, 12, 4, 8, 10, 3, 0, time.UTC),
-		"2026-12-04T10:10:03+02:00": time.Date(2026, 12, 4, 8, 10, 3, 0, time.UTC),
-		"90m":                       now.Add(-90 * time.Minute),
-	} {
-		got, err := parseWhen("--since", in, now)
-		if err != nil || !got.Equal(want) {
-			t.Errorf("parseWhen(%q) = %s, %v; want %s", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"yesterday", "-1h", "2026-12-04 08:10"} {
-		if _, err := parseWhen("--since", bad, now); err == nil || !strings.Contains(err.Error(), "--since is") {
-			t.Errorf("parseWhen(%q) = %v; want an error naming --since", bad, err)
-		}
-	}
-}
-
-// A replayed message carries one walrelay_replay header, replacing the
-// row's own of any case, and goes to --to-topic when given.
-func TestMarkReplay(t *testing.T) {
-	m := &schema.Message{Headers: []schema.Header{{Key: "traceparent", Value: "t"}, {Key: "Walrelay_Replay", Value: "forged"}}}
-	markReplay(m, "rebuild", "2026-12-04T09:00:00Z")
-	want := []schema.Header{{Key: "traceparent", Value: "t"}, {Key: schema.HeaderReplay, Value: "2026-12-04T09:00:00Z"}}
-	if len(m.Headers) != 2 || m.Headers[0] != want[0] || m.Headers[1] != want[1] || m.Topic != "rebuild" {
-		t.Errorf("markReplay: headers %v, topic %q; want %v, rebuild", m.Headers, m.Topic, want)
-	}
-	m = &schema.Message{Topic: "own"}
-	markReplay(m, "", "x")
-	if m.Topic != "own" {
-		t.Errorf("markReplay without a topic: topic %q; want the row's own", m.Topic)
 	}
 }
 

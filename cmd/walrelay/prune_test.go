@@ -11,7 +11,6 @@ import (
 
 	"github.com/walrelay/walrelay/internal/retention"
 	"github.com/walrelay/walrelay/schema"
-	"github.com/walrelay/walrelay/slot"
 )
 
 func TestPruneOptionsFromEnvironmentAndFlags(t *testing.T) {
@@ -127,26 +126,5 @@ func TestPruneWithoutPostgresURLIsAnError(t *testing.T) {
 	err := run(context.Background(), []string{"prune", "--retention", "1h"}, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "--postgres-url") {
 		t.Fatalf("err = %v; want one asking for --postgres-url", err)
-	}
-}
-
-func TestPruneSummary(t *testing.T) {
-	rc := retention.Config{Table: schema.Table{Schema: "public", Name: "outbox_messages"}, OccurredAt: "occurred_at", Slot: "walrelay"}
-	r := retention.Result{
-		Mark:      retention.Mark{Xmin: 1234, InsertLSN: 0x16B3700, Cutoff: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)},
-		Confirmed: 0x16B3748, Deleted: 2500, Batches: 3, Took: 1234567 * time.Microsecond,
-	}
-	want := `pruned 2500 rows from public.outbox_messages in 3 batches (occurred_at before 2025-03-01T12:00:00Z, inserted before xid 1234); slot "walrelay" confirmed 0/16B3748, mark 0/16B3700; took 1.235s`
-	if got := pruneSummary(rc, r); got != want {
-		t.Errorf("summary:\n got %s\nwant %s", got, want)
-	}
-	r.DryRun, r.Deleted, r.Batches = true, 1, 1
-	if got, want := pruneSummary(rc, r), "dry run: would prune 1 row from public.outbox_messages in 1 batch ("; !strings.HasPrefix(got, want) {
-		t.Errorf("dry-run summary: got %s; want it to start with %q", got, want)
-	}
-	r.KeptForRecovery = &slot.Recovery{Slot: "walrelay", Since: &r.Mark.Cutoff, StartedAt: time.Date(2025, 3, 2, 7, 30, 0, 0, time.UTC), StartedBy: "host:1"}
-	want = `; took 1.235s; kept the rows a pending recovery of slot "walrelay" (rows since 2025-03-01T12:00:00Z, started at 2025-03-02T07:30:00Z by host:1) needs`
-	if got := pruneSummary(rc, r); !strings.HasSuffix(got, want) || strings.Count(got, "\n") != 0 {
-		t.Errorf("summary with a pending recovery: got %s; want one line ending %q", got, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/internal/backfill"
 	"github.com/walrelay/walrelay/internal/leader"
 	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/retention"
@@ -86,19 +87,8 @@ type topicsOptions struct {
 }
 
 // backfillOptions are what `walrelay recover` and `walrelay replay` read
-// from the outbox table (backfill.go turns them into a selection).
-type backfillOptions struct {
-	Since, Until   string // RFC 3339 times, or durations meaning that long ago
-	SinceMessageID string
-	All            bool
-	Margin         time.Duration
-	Force          string
-	AggregateType  string
-	AggregateID    string
-	Type           string
-	ToTopic        string
-	DryRun         bool
-}
+// from the outbox table (package backfill turns them into a selection).
+type backfillOptions = backfill.Options
 
 // defaultMargin is how far before --since `walrelay recover` reads, for
 // the transactions that started before it and committed after.

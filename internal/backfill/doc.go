@@ -13,5 +13,13 @@
 // the sink's in-flight bounds hold publishing back, so memory stays
 // bounded whatever the selection's size.
 //
+// Run and Count are the read itself. Recover and Replay are the verbs
+// around it, so that cmd/walrelay only parses their flags (Options, as
+// given) and prints what they return: Recover decides under the slot's
+// leader lock whether the slot may be replaced, marks the recovery
+// pending, replaces the slot and publishes its snapshot; Replay stamps
+// each message with its header, or counts the rows per topic in a dry
+// run.
+//
 // Internal: walrelay's own, for the recover and replay verbs.
 package backfill

@@ -66,5 +66,10 @@
 // else holds (the outbox is insert-only). The rows are found through the
 // index on occurred_at that `walrelay schema` creates.
 //
+// # The command
+//
+// `walrelay prune` only wires a Pruner: UsageProblem is its command line's
+// rule, asked before connecting, and Summary the line it prints.
+//
 // Internal: walrelay's own, for `walrelay prune`.
 package retention

@@ -4,6 +4,12 @@
 // first publishes to it (Store.Claim is its sink.Layouts) and holds a topic
 // whose count in Kafka no longer agrees; `walrelay topics accept` records
 // Kafka's count after the operator decided (Store.Accept).
+//
+// The verbs over the table are here too, so that cmd/walrelay only wires
+// them: WriteList (`walrelay topics list`), AcceptFromKafka (`walrelay
+// topics accept`) and CheckPartitions (a line of `walrelay check`).
+//
+// Internal: walrelay's own, for the sink, the recovery and those verbs.
 package topics
 
 import (
@@ -165,13 +171,23 @@ func (s *Store) Ready(ctx context.Context) error {
 	return nil
 }
 
+// Open is New and Ready: a Store over the topics table t that exists and
+// that the role may use, or an error naming the fix.
+func Open(ctx context.Context, db DB, t schema.Table) (*Store, error) {
+	s, err := New(db, t)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Ready(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // Check is the topics table's line of `walrelay check`.
 func Check(ctx context.Context, db DB, t schema.Table) check.Result {
 	const name = "topics table"
-	s, err := New(db, t)
-	if err == nil {
-		err = s.Ready(ctx)
-	}
+	s, err := Open(ctx, db, t)
 	if err != nil {
 		return check.Failure(name, err.Error(), "walrelay refuses to start without it: run `walrelay init`, or have the table's owner apply `walrelay schema` and its grants.")
 	}
