@@ -57,6 +57,11 @@ func TestWriteText(t *testing.T) {
 				"1 ok, 1 warn, 1 fail\n",
 		},
 		{
+			"names aligned by runes, not bytes",
+			Report{Pass("topic ördérs", "present"), Pass("topic o", "present")},
+			"ok    topic ördérs  present\nok    topic o       present\n2 ok, 0 warn, 0 fail\n",
+		},
+		{
 			"line breaks folded",
 			Report{Failure("postgres reachable", "dial:\nrefused\r\n", "Start\tit.")},
 			"fail  postgres reachable  dial: refused  fix: Start it.\n0 ok, 0 warn, 1 fail\n",
