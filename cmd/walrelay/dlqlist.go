@@ -207,3 +207,15 @@ func timeJSON(t time.Time) *string {
 	}
 	return ptr(t.UTC().Format(readAtLayout))
 }
+
+// readAtLayout is RFC 3339 in UTC with milliseconds.
+const readAtLayout = "2006-01-02T15:04:05.000Z07:00"
+
+func ptr[T any](v T) *T { return &v }
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
