@@ -1,87 +1,56 @@
-package main
+package dlq
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/walrelay/walrelay/internal/dlq"
+	"github.com/walrelay/walrelay/internal/texttable"
 	"github.com/walrelay/walrelay/schema"
 )
-
-// dlqList prints the dead letters the flags select, by aggregate then
-// position: a table for people or JSON for scripts. Payloads are never
-// printed; JSON gives their size.
-func dlqList(ctx context.Context, c config, st *dlq.Store, stdout, stderr io.Writer) error {
-	f, err := c.DLQ.filter()
-	if err != nil {
-		return err
-	}
-	limit := f.Limit
-	if limit > 0 {
-		f.Limit++ // one more tells whether the limit cut the list
-	}
-	es, err := st.List(ctx, f)
-	if err != nil {
-		return err
-	}
-	if limit > 0 && len(es) > limit {
-		es = es[:limit]
-		fmt.Fprintf(stderr, "walrelay dlq list: more than %d rows; showing the first %d (narrow the filters or raise --limit)\n", limit, limit)
-	}
-	if c.JSON {
-		return writeDeadLettersJSON(stdout, es)
-	}
-	return writeDeadLettersTable(stdout, es, time.Now())
-}
-
-func (d dlqOptions) filter() (dlq.Filter, error) {
-	f := dlq.Filter{
-		AggregateType: d.AggregateType,
-		Type:          d.Type,
-		Reason:        d.Reason,
-		OlderThan:     d.OlderThan,
-		NewerThan:     d.NewerThan,
-		Status:        dlq.Status(d.Status),
-		Limit:         d.Limit,
-	}
-	if d.Aggregate != "" {
-		agg, err := parseAggregate(d.Aggregate)
-		if err != nil {
-			return dlq.Filter{}, err
-		}
-		f.AggregateType, f.AggregateID = agg.Type, agg.ID
-	}
-	if f.Status != dlq.Parked && f.Status != dlq.Discarded {
-		return dlq.Filter{}, fmt.Errorf("--status is %q; want parked or discarded", d.Status)
-	}
-	if f.Limit < 0 || f.OlderThan < 0 || f.NewerThan < 0 {
-		return dlq.Filter{}, fmt.Errorf("--limit, --older-than and --newer-than must not be negative")
-	}
-	return f, nil
-}
 
 // maxReason is how much of a reason the table shows.
 const maxReason = 60
 
-func writeDeadLettersTable(w io.Writer, es []dlq.Entry, now time.Time) error {
+// timeLayout is RFC 3339 in UTC with milliseconds, as `walrelay status`
+// writes its times.
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// WriteTable writes entries for people, one aligned row each under a
+// header, with their ages as of now and each reason shortened to one line;
+// "no dead letters" when there are none. Payloads are never shown.
+func WriteTable(w io.Writer, es []Entry, now time.Time) error {
 	if len(es) == 0 {
 		_, err := io.WriteString(w, "no dead letters\n")
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "POSITION\tMESSAGE_ID\tAGGREGATE\tTYPE\tPARKED\tREASON\tBLOCKED_BY")
+	rows := [][]string{{"POSITION", "MESSAGE_ID", "AGGREGATE", "TYPE", "PARKED", "REASON", "BLOCKED_BY"}}
 	for _, e := range es {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Position, idText(e.MessageID), aggregateText(e.Aggregate),
-			dashIfEmpty(e.Type), age(now.Sub(e.ParkedAt))+" ago", shorten(e.Reason, maxReason), idText(e.BlockedBy))
+		rows = append(rows, []string{e.Position.String(), idText(e.MessageID), aggregateText(e.Aggregate),
+			dashIfEmpty(e.Type), age(now.Sub(e.ParkedAt)) + " ago", shorten(e.Reason, maxReason), idText(e.BlockedBy)})
 	}
-	return tw.Flush()
+	return texttable.Write(w, rows)
 }
 
+// WriteText writes what a Retry did for people: a line per message
+// published, then one per message left parked with why, then the counts.
+func (r Result) WriteText(w io.Writer) error {
+	var b strings.Builder
+	for _, it := range r.Published {
+		fmt.Fprintf(&b, "published  %s  %s  %s  %s\n", it.Position, idText(it.MessageID), aggregateText(it.Aggregate), dashIfEmpty(it.Type))
+	}
+	for _, it := range r.Left {
+		fmt.Fprintf(&b, "left       %s  %s  %s  %s: %s\n", it.Position, idText(it.MessageID), aggregateText(it.Aggregate),
+			dashIfEmpty(it.Type), it.Why)
+	}
+	fmt.Fprintf(&b, "%d published and removed, %d left parked\n", len(r.Published), len(r.Left))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// idText is a message id, or "-" for none.
 func idText(id *schema.MessageID) string {
 	if id == nil {
 		return "-"
@@ -89,11 +58,20 @@ func idText(id *schema.MessageID) string {
 	return id.String()
 }
 
+// aggregateText is TYPE/ID, "-" standing for either when unknown.
 func aggregateText(a schema.Aggregate) string {
 	if a.ID == "" {
 		return dashIfEmpty(a.Type) + "/-"
 	}
 	return dashIfEmpty(a.Type) + "/" + a.ID
+}
+
+// dashIfEmpty is s, or "-" when s is empty.
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // shorten cuts s to n runes on one line, marking the cut.
@@ -121,9 +99,9 @@ func age(d time.Duration) string {
 	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
 }
 
-// deadLetterJSON is one row for scripts: stable snake_case keys, times in
+// entryJSON is one row for scripts: stable snake_case keys, times in
 // RFC 3339, null for what is unknown; the payload's size, never the payload.
-type deadLetterJSON struct {
+type entryJSON struct {
 	Position         string  `json:"position"`
 	CommitLSN        string  `json:"commit_lsn"`
 	Seq              uint32  `json:"seq"`
@@ -149,18 +127,20 @@ type deadLetterJSON struct {
 	DiscardReason    *string `json:"discard_reason"`
 }
 
-func writeDeadLettersJSON(w io.Writer, es []dlq.Entry) error {
-	out := make([]deadLetterJSON, len(es))
+// WriteJSON writes entries for scripts as one indented JSON array (see
+// entryJSON for its keys); [] when there are none.
+func WriteJSON(w io.Writer, es []Entry) error {
+	out := make([]entryJSON, len(es))
 	for i, e := range es {
-		out[i] = deadLetterJSONOf(e)
+		out[i] = jsonOf(e)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
 }
 
-func deadLetterJSONOf(e dlq.Entry) deadLetterJSON {
-	return deadLetterJSON{
+func jsonOf(e Entry) entryJSON {
+	return entryJSON{
 		Position:         e.Position.String(),
 		CommitLSN:        e.Position.CommitLSN.String(),
 		Seq:              e.Position.Seq,
@@ -179,7 +159,7 @@ func deadLetterJSONOf(e dlq.Entry) deadLetterJSON {
 		Reason:           e.Reason,
 		BlockedBy:        idJSON(e.BlockedBy),
 		Status:           string(e.Status),
-		ParkedAt:         e.ParkedAt.UTC().Format(readAtLayout),
+		ParkedAt:         e.ParkedAt.UTC().Format(timeLayout),
 		Retries:          e.Retries,
 		LastError:        textJSON(e.LastError),
 		DiscardedAt:      timeJSON(e.DiscardedAt),
@@ -191,9 +171,11 @@ func idJSON(id *schema.MessageID) *string {
 	if id == nil {
 		return nil
 	}
-	return ptr(id.String())
+	s := id.String()
+	return &s
 }
 
+// textJSON is s, or null when empty (unknown).
 func textJSON(s string) *string {
 	if s == "" {
 		return nil
@@ -201,21 +183,11 @@ func textJSON(s string) *string {
 	return &s
 }
 
+// timeJSON is t in timeLayout, or null when zero (unknown).
 func timeJSON(t time.Time) *string {
 	if t.IsZero() {
 		return nil
 	}
-	return ptr(t.UTC().Format(readAtLayout))
-}
-
-// readAtLayout is RFC 3339 in UTC with milliseconds.
-const readAtLayout = "2006-01-02T15:04:05.000Z07:00"
-
-func ptr[T any](v T) *T { return &v }
-
-func dashIfEmpty(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	s := t.UTC().Format(timeLayout)
+	return &s
 }
