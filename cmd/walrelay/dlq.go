@@ -124,19 +124,7 @@ func dlqRetry(ctx context.Context, c config, st *dlq.Store, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	if n := len(res.Published) + len(res.Left); n == 0 {
-		if err := sel.Missed(n); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "no parked messages (%s)\n", sel)
-		return nil
-	}
-	res.WriteText(stdout) //nolint:errcheck // stdout; the exit code says what was left
-	if n := len(res.Left); n > 0 {
-		// exit 1: the lines above say which and why
-		return fmt.Errorf("%d %s left parked", n, plural(n, "message", "messages"))
-	}
-	return nil
+	return res.Report(stdout, sel)
 }
 
 // dlqDiscard gives up the selected parked messages, with the reason.
@@ -149,9 +137,5 @@ func dlqDiscard(ctx context.Context, c config, st *dlq.Store, stdout, _ io.Write
 	if err != nil {
 		return err
 	}
-	if err := sel.Missed(n); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "discarded %d parked %s (%s), reason: %s\n", n, plural(n, "message", "messages"), sel, c.DLQ.Reason)
-	return nil
+	return dlq.WriteDiscarded(stdout, sel, n, c.DLQ.Reason)
 }

@@ -34,6 +34,45 @@ func WriteTable(w io.Writer, es []Entry, now time.Time) error {
 	return texttable.Write(w, rows)
 }
 
+// Report writes what a Retry of sel did for people (WriteText; a line
+// saying none was parked when sel matched nothing) and returns the error
+// the retry fails with: sel named one message and matched none (nothing is
+// written then), or messages were left parked, which the lines written say
+// why. An error writing to w counts for nothing more: w is the terminal.
+func (r Result) Report(w io.Writer, sel Selection) error {
+	if n := len(r.Published) + len(r.Left); n == 0 {
+		if err := sel.Missed(n); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "no parked messages (%s)\n", sel)
+		return nil
+	}
+	r.WriteText(w) //nolint:errcheck // the terminal; the error says what was left
+	if n := len(r.Left); n > 0 {
+		return fmt.Errorf("%d %s left parked", n, messages(n))
+	}
+	return nil
+}
+
+// WriteDiscarded writes what a Discard of sel for reason did, n rows given
+// up, or returns the error of a selection of one message that matched none.
+// As with Report, an error writing to the terminal w is not the discard's.
+func WriteDiscarded(w io.Writer, sel Selection, n int, reason string) error {
+	if err := sel.Missed(n); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "discarded %d parked %s (%s), reason: %s\n", n, messages(n), sel, reason)
+	return nil
+}
+
+// messages is the noun for n messages.
+func messages(n int) string {
+	if n == 1 {
+		return "message"
+	}
+	return "messages"
+}
+
 // WriteText writes what a Retry did for people: a line per message
 // published, then one per message left parked with why, then the counts.
 func (r Result) WriteText(w io.Writer) error {

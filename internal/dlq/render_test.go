@@ -104,3 +104,45 @@ func TestResultWriteText(t *testing.T) {
 		t.Errorf("WriteText:\ngot\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestReport(t *testing.T) {
+	id := schema.MessageID("0001")
+	one, all := Selection{MessageID: &id}, Selection{All: true}
+	left := Result{Left: []Item{{Position: schema.Position{CommitLSN: 0x20}, Why: "cannot be retried"}}}
+	for _, tc := range []struct {
+		name    string
+		res     Result
+		sel     Selection
+		out     string
+		wantErr string
+	}{
+		{"one message, none parked", Result{}, one, "", "no parked message matches message 0001"},
+		{"all, none parked", Result{}, all, "no parked messages (all parked messages)\n", ""},
+		{"left parked", left, all, "left       0/20#0  -  -/-  -: cannot be retried\n0 published and removed, 1 left parked\n", "1 message left parked"},
+		{"published", Result{Published: []Item{{MessageID: &id}}}, one, "published  0/0#0  0001  -/-  -\n1 published and removed, 0 left parked\n", ""},
+	} {
+		var b bytes.Buffer
+		err := tc.res.Report(&b, tc.sel)
+		if b.String() != tc.out || (err == nil) != (tc.wantErr == "") || (err != nil && err.Error() != tc.wantErr) {
+			t.Errorf("%s: got %q, %v; want %q, %q", tc.name, b.String(), err, tc.out, tc.wantErr)
+		}
+	}
+}
+
+func TestWriteDiscarded(t *testing.T) {
+	id := schema.MessageID("0001")
+	var b bytes.Buffer
+	if err := WriteDiscarded(&b, Selection{MessageID: &id}, 0, "duplicate"); err == nil || b.Len() != 0 {
+		t.Errorf("one message, none matched: got %q, %v; want nothing written and an error", b.String(), err)
+	}
+	for n, want := range map[int]string{
+		1: "discarded 1 parked message (all parked messages), reason: duplicate\n",
+		2: "discarded 2 parked messages (all parked messages), reason: duplicate\n",
+		0: "discarded 0 parked messages (all parked messages), reason: duplicate\n",
+	} {
+		b.Reset()
+		if err := WriteDiscarded(&b, Selection{All: true}, n, "duplicate"); err != nil || b.String() != want {
+			t.Errorf("%d discarded: got %q, %v; want %q", n, b.String(), err, want)
+		}
+	}
+}
