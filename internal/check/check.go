@@ -2,6 +2,7 @@ package check
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -95,6 +96,19 @@ func (r Report) Count(s Status) int {
 // Failed reports whether any result is a Fail. Warnings alone do not fail
 // a preflight.
 func (r Report) Failed() bool { return r.Count(Fail) > 0 }
+
+// Err is the error a preflight with this report fails with, saying how
+// many checks failed; nil when none did (warnings alone do not fail it).
+func (r Report) Err() error {
+	switch n := r.Count(Fail); n {
+	case 0:
+		return nil
+	case 1:
+		return errors.New("1 check failed")
+	default:
+		return fmt.Errorf("%d checks failed", n)
+	}
+}
 
 // WriteText writes one line per result, the status, name and found columns
 // aligned (texttable's rule), the fix after the found text, and a closing
