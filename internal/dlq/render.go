@@ -34,11 +34,11 @@ func WriteTable(w io.Writer, es []Entry, now time.Time) error {
 	return texttable.Write(w, rows)
 }
 
-// Report writes what a Retry of sel did for people (WriteText; a line
-// saying none was parked when sel matched nothing) and returns the error
-// the retry fails with: sel named one message and matched none (nothing is
-// written then), or messages were left parked, which the lines written say
-// why. An error writing to w counts for nothing more: w is the terminal.
+// Report prints what a Retry of sel did (WriteText, or "no parked
+// messages" when sel matched none) and returns the retry's verdict: an
+// error when sel named one message that matched none (nothing is printed
+// then) or when messages were left parked (the lines printed say why).
+// An error writing to w, the terminal, is not the retry's, and is dropped.
 func (r Result) Report(w io.Writer, sel Selection) error {
 	if n := len(r.Published) + len(r.Left); n == 0 {
 		if err := sel.Missed(n); err != nil {
@@ -56,7 +56,7 @@ func (r Result) Report(w io.Writer, sel Selection) error {
 
 // WriteDiscarded writes what a Discard of sel for reason did, n rows given
 // up, or returns the error of a selection of one message that matched none.
-// As with Report, an error writing to the terminal w is not the discard's.
+// As with Report, an error writing to w, the terminal, is dropped.
 func WriteDiscarded(w io.Writer, sel Selection, n int, reason string) error {
 	if err := sel.Missed(n); err != nil {
 		return err
