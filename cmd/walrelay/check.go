@@ -39,8 +39,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("write the report: %w", err)
 	}
-	if n := report.Count(check.Fail); n > 0 {
-		return fmt.Errorf("check: %d %s failed", n, plural(n, "check", "checks"))
+	if err := report.Err(); err != nil {
+		return fmt.Errorf("check: %w", err)
 	}
 	return nil
 }
@@ -65,9 +65,9 @@ func checkAll(ctx context.Context, c config) check.Report {
 }
 
 // checkDeadLetters is dlq's check, the topics table's and whether the
-// role may prune, on a
-// connection of its own; nothing when the server cannot be reached (the
-// PostgreSQL checks said so).
+// role may prune, on a connection of its own; nothing when the server
+// cannot be reached (the PostgreSQL checks said so). Like checkAll it is
+// wiring: it composes packages that know nothing of one another.
 func checkDeadLetters(ctx context.Context, sc slot.Config, outbox schema.Config) []check.Result {
 	conn, err := slot.Connect(ctx, sc)
 	if err != nil {
@@ -75,11 +75,4 @@ func checkDeadLetters(ctx context.Context, sc slot.Config, outbox schema.Config)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return append(dlq.Check(ctx, conn, outbox.DeadLetterTable(), outbox), topics.Check(ctx, conn, outbox.TopicsTable()), retention.Check(ctx, conn, outbox.Table))
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

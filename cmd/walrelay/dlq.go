@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/walrelay/walrelay/internal/dlq"
-	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
 )
 
@@ -61,8 +60,10 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if err := checkDLQUsage(sub, o.DLQ, stderr); err != nil {
-		return err
+	// A command line that cannot mean anything is refused before connecting.
+	if problem := o.DLQ.Problem(sub); problem != "" {
+		fmt.Fprintf(stderr, "walrelay dlq %s: %s\nRun 'walrelay dlq %s -h' for its flags.\n", sub, problem, sub)
+		return errUsage
 	}
 	c, err := o.resolve(s)
 	if err != nil {
@@ -71,70 +72,6 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	ctx, cancel := context.WithTimeout(ctx, dlqTimeout)
 	defer cancel()
 	return withStore(ctx, c, func(st *dlq.Store) error { return cmd(ctx, c, st, stdout, stderr) })
-}
-
-// checkDLQUsage refuses a command line that cannot mean anything, before
-// connecting: exit 2 with the usage.
-func checkDLQUsage(sub string, d dlqOptions, stderr io.Writer) error {
-	var problem string
-	switch {
-	case sub != "list" && d.choices() != 1:
-		problem = "say which messages: exactly one of --message-id, --position, --aggregate, --all"
-	case sub == "discard" && strings.TrimSpace(d.Reason) == "":
-		problem = "--reason is required: it is kept with the discarded messages for audit"
-	case sub == "list" && d.Aggregate != "" && d.AggregateType != "":
-		problem = "give --aggregate TYPE/ID or --aggregate-type T, not both"
-	}
-	if problem == "" {
-		return nil
-	}
-	fmt.Fprintf(stderr, "walrelay dlq %s: %s\nRun 'walrelay dlq %s -h' for its flags.\n", sub, problem, sub)
-	return errUsage
-}
-
-// choices counts the selections given.
-func (d dlqOptions) choices() int {
-	n := 0
-	for _, set := range []bool{d.MessageID != "", d.Position != "", d.Aggregate != "", d.All} {
-		if set {
-			n++
-		}
-	}
-	return n
-}
-
-// selection is the rows retry or discard act on.
-func (d dlqOptions) selection() (dlq.Selection, error) {
-	switch {
-	case d.MessageID != "":
-		id, err := schema.ParseMessageID(d.MessageID)
-		if err != nil {
-			return dlq.Selection{}, fmt.Errorf("--message-id: %w", err)
-		}
-		return dlq.Selection{MessageID: &id}, nil
-	case d.Position != "":
-		p, err := dlq.ParsePosition(d.Position)
-		if err != nil {
-			return dlq.Selection{}, fmt.Errorf("--position: %w", err)
-		}
-		return dlq.Selection{Position: &p}, nil
-	case d.Aggregate != "":
-		agg, err := parseAggregate(d.Aggregate)
-		if err != nil {
-			return dlq.Selection{}, err
-		}
-		return dlq.Selection{Aggregate: &agg}, nil
-	}
-	return dlq.Selection{All: true}, nil
-}
-
-// parseAggregate reads TYPE/ID; the id may itself contain slashes.
-func parseAggregate(s string) (schema.Aggregate, error) {
-	typ, id, ok := strings.Cut(s, "/")
-	if !ok || typ == "" || id == "" {
-		return schema.Aggregate{}, fmt.Errorf("--aggregate %q: want TYPE/ID, like order/42", s)
-	}
-	return schema.Aggregate{Type: typ, ID: id}, nil
 }
 
 // withStore connects to PostgreSQL and runs fn over the dead-letter table.
@@ -151,8 +88,48 @@ func withStore(ctx context.Context, c config, fn func(*dlq.Store) error) error {
 	return fn(st)
 }
 
+// dlqList prints the dead letters the flags select, by aggregate then
+// position: a table for people or JSON for scripts.
+func dlqList(ctx context.Context, c config, st *dlq.Store, stdout, stderr io.Writer) error {
+	f, err := c.DLQ.Filter()
+	if err != nil {
+		return err
+	}
+	es, cut, err := st.ListCut(ctx, f)
+	if err != nil {
+		return err
+	}
+	if cut {
+		fmt.Fprintf(stderr, "walrelay dlq list: more than %d rows; showing the first %d (narrow the filters or raise --limit)\n", f.Limit, f.Limit)
+	}
+	if c.JSON {
+		return dlq.WriteJSON(stdout, es)
+	}
+	return dlq.WriteTable(stdout, es, time.Now())
+}
+
+// dlqRetry republishes the selected parked messages and prints, in order,
+// what went out and what was left, with why.
+func dlqRetry(ctx context.Context, c config, st *dlq.Store, stdout, stderr io.Writer) error {
+	sel, err := c.DLQ.Selection()
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(c.LogLevel, stderr)
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
+	res, err := st.Retry(ctx, sel, &sink.ListPublisher{Config: c.Sink, Log: log})
+	if err != nil {
+		return err
+	}
+	return res.Report(stdout, sel)
+}
+
+// dlqDiscard gives up the selected parked messages, with the reason.
 func dlqDiscard(ctx context.Context, c config, st *dlq.Store, stdout, _ io.Writer) error {
-	sel, err := c.DLQ.selection()
+	sel, err := c.DLQ.Selection()
 	if err != nil {
 		return err
 	}
@@ -160,9 +137,5 @@ func dlqDiscard(ctx context.Context, c config, st *dlq.Store, stdout, _ io.Write
 	if err != nil {
 		return err
 	}
-	if n == 0 && (sel.MessageID != nil || sel.Position != nil) {
-		return fmt.Errorf("no parked message matches %s", sel)
-	}
-	fmt.Fprintf(stdout, "discarded %d parked %s (%s), reason: %s\n", n, plural(n, "message", "messages"), sel, c.DLQ.Reason)
-	return nil
+	return dlq.WriteDiscarded(stdout, sel, n, c.DLQ.Reason)
 }

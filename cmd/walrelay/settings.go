@@ -11,6 +11,7 @@ import (
 
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/internal/backfill"
+	"github.com/walrelay/walrelay/internal/dlq"
 	"github.com/walrelay/walrelay/internal/leader"
 	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/retention"
@@ -56,28 +57,14 @@ type options struct {
 	Sink      sink.Config        // TopicTemplate, Source, Linger, in-flight and payload bounds, retry backoff
 	Retention retention.Config   // Retention, Batch, Pause, Wait, DryRun
 
-	DLQ dlqOptions
+	// DLQ selects and filters dead letters for `walrelay dlq`.
+	DLQ dlq.Options
 	// Topics is what `walrelay topics accept` acts on.
 	Topics topicsOptions
 	// Backfill selects the rows of `walrelay recover` and `walrelay replay`.
 	Backfill backfillOptions
 	// The flags of TLS and SASL towards Kafka (kafkasec.go).
 	kafkaSecurityOptions
-}
-
-// dlqOptions select and filter dead letters for `walrelay dlq`.
-type dlqOptions struct {
-	MessageID     string
-	Position      string
-	Aggregate     string
-	AggregateType string
-	Type          string
-	Reason        string
-	OlderThan     time.Duration
-	NewerThan     time.Duration
-	Status        string
-	Limit         int
-	All           bool
 }
 
 // topicsOptions say which topic `walrelay topics accept` records the
@@ -121,7 +108,7 @@ func defaultOptions() options {
 		Relay:        relay.Defaults(),
 		Sink:         sk,
 		Retention:    retention.Defaults(),
-		DLQ:          dlqOptions{Status: "parked", Limit: 1000},
+		DLQ:          dlq.Options{Status: "parked", Limit: 1000},
 		Backfill:     backfillOptions{Margin: defaultMargin},
 	}
 }
@@ -471,7 +458,7 @@ type config struct {
 	Relay     relay.Config
 	Sink      sink.Config
 	Retention retention.Config
-	DLQ       dlqOptions
+	DLQ       dlq.Options
 	Topics    topicsOptions
 	Backfill  backfillOptions
 	Park      bool // --on-bad-message park

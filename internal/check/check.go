@@ -2,9 +2,12 @@ package check
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/walrelay/walrelay/internal/texttable"
 )
 
 // Status is the verdict of one check.
@@ -94,22 +97,36 @@ func (r Report) Count(s Status) int {
 // a preflight.
 func (r Report) Failed() bool { return r.Count(Fail) > 0 }
 
+// Err is the error a preflight with this report fails with, saying how
+// many checks failed; nil when none did (warnings alone do not fail it).
+func (r Report) Err() error {
+	switch n := r.Count(Fail); n {
+	case 0:
+		return nil
+	case 1:
+		return errors.New("1 check failed")
+	default:
+		return fmt.Errorf("%d checks failed", n)
+	}
+}
+
 // WriteText writes one line per result, the status, name and found columns
-// aligned, the fix after the found text, and a closing line with the counts.
-// Line breaks inside a field (a multi-line server error) are folded, so each
-// result stays on one line.
+// aligned (texttable's rule), the fix after the found text, and a closing
+// line with the counts. Line breaks inside a field (a multi-line server
+// error) are folded, so each result stays on one line.
 func (r Report) WriteText(w io.Writer) error {
-	width := 0
-	for _, res := range r {
-		width = max(width, len(oneLine(res.Name)))
+	rows := make([][]string, len(r))
+	for i, res := range r {
+		found := oneLine(res.Found)
+		if res.Fix != "" {
+			found += "  fix: " + oneLine(res.Fix)
+		}
+		// The status column is as wide as "warn" even when every result is ok.
+		rows[i] = []string{fmt.Sprintf("%-4s", res.Status), oneLine(res.Name), found}
 	}
 	var b strings.Builder
-	for _, res := range r {
-		fmt.Fprintf(&b, "%-4s  %-*s  %s", res.Status, width, oneLine(res.Name), oneLine(res.Found))
-		if res.Fix != "" {
-			fmt.Fprintf(&b, "  fix: %s", oneLine(res.Fix))
-		}
-		b.WriteByte('\n')
+	if err := texttable.Write(&b, rows); err != nil {
+		return err
 	}
 	fmt.Fprintf(&b, "%d ok, %d warn, %d fail\n", r.Count(OK), r.Count(Warn), r.Count(Fail))
 	_, err := io.WriteString(w, b.String())

@@ -26,6 +26,22 @@ func TestReportFailed(t *testing.T) {
 	}
 }
 
+func TestReportErr(t *testing.T) {
+	for _, tc := range []struct {
+		r    Report
+		want string
+	}{
+		{Report{Pass("a", "x"), Warning("b", "y", "do z")}, ""},
+		{Report{Pass("a", "x"), Failure("c", "w", "do v")}, "1 check failed"},
+		{Report{Failure("c", "w", "do v"), Warning("b", "y", "do z"), Failure("d", "w", "do v")}, "2 checks failed"},
+	} {
+		err := tc.r.Err()
+		if (err == nil) != (tc.want == "") || (err != nil && err.Error() != tc.want) {
+			t.Errorf("Err() of %d results: got %v; want %q", len(tc.r), err, tc.want)
+		}
+	}
+}
+
 func TestStatusString(t *testing.T) {
 	for _, tc := range []struct {
 		s    Status
@@ -55,6 +71,11 @@ func TestWriteText(t *testing.T) {
 				"warn  max_slot_wal_keep_size  -1 (unlimited)  fix: Set it.\n" +
 				"fail  slot                    missing  fix: Run `walrelay init`.\n" +
 				"1 ok, 1 warn, 1 fail\n",
+		},
+		{
+			"names aligned by runes, not bytes",
+			Report{Pass("topic ördérs", "present"), Pass("topic o", "present")},
+			"ok    topic ördérs  present\nok    topic o       present\n2 ok, 0 warn, 0 fail\n",
 		},
 		{
 			"line breaks folded",

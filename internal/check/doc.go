@@ -9,7 +9,8 @@
 // that own a system check it: slot checks PostgreSQL (with the same rules
 // its preflight refuses on), dlq the dead-letter table, sink Kafka, and
 // cmd/walrelay puts their results into one Report. It imports no other
-// walrelay package.
+// walrelay package but texttable, which aligns its table as every table
+// walrelay prints is aligned.
 //
 // A check that could not be made is not reported as passed: a preflight that
 // cannot reach a server reports that as a failure and leaves out the checks

@@ -36,6 +36,10 @@
 // A row that could not be decoded (row_data set, no message) cannot be
 // retried: fix the data with a new outbox row, then discard the dead one.
 //
+// What `walrelay dlq` prints is here too, as plain code over values:
+// Options turns its flags into a Selection or a Filter, WriteTable and
+// WriteJSON print a listing (never a payload), Result.WriteText a retry.
+//
 // Internal: walrelay's own; the table's shape is public in
 // schema.DeadLetterDDL.
 package dlq
