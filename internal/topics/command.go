@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/walrelay/walrelay/internal/check"
+	"github.com/walrelay/walrelay/internal/texttable"
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -106,8 +106,7 @@ func render(w io.Writer, rs []row, table string, asJSON bool) error {
 		_, err := fmt.Fprintf(w, "no topic recorded in %s: walrelay records a topic when it first publishes to it\n", table)
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tKAFKA\tSTATE\tRECORDED\tBY")
+	rows := [][]string{{"TOPIC", "PARTITIONS", "KAFKA", "STATE", "RECORDED", "BY"}}
 	for _, r := range rs {
 		kafka, state := fmt.Sprint(r.KafkaPartitions), "ok"
 		switch {
@@ -116,9 +115,9 @@ func render(w io.Writer, rs []row, table string, asJSON bool) error {
 		case r.Held:
 			state = "held: run walrelay topics accept --topic " + r.Topic
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", r.Topic, r.Partitions, kafka, state, r.RecordedAt.Format(time.RFC3339), r.RecordedBy)
+		rows = append(rows, []string{r.Topic, fmt.Sprint(r.Partitions), kafka, state, r.RecordedAt.Format(time.RFC3339), r.RecordedBy})
 	}
-	return tw.Flush()
+	return texttable.Write(w, rows)
 }
 
 // PartitionsCheck names CheckPartitions's line of `walrelay check`, for a
