@@ -132,14 +132,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		logFlag(s, o)
 	},
 	"check": func(s *flagSet, o *options) {
-		presetFlag(s, o)
-		postgresFlags(s, o)
-		outboxFlags(s, o, true)
-		columnFlags(s, o, true)
-		payloadFlags(s, o)
-		slotFlag(s, o)
-		kafkaFlags(s, o)
-		topicFlags(s, o)
+		streamFlags(s, o)
 		jsonFlag(s, o, "print JSON instead of a table")
 	},
 	"status": func(s *flagSet, o *options) {
@@ -149,14 +142,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		jsonFlag(s, o, "print JSON instead of a table")
 	},
 	"run": func(s *flagSet, o *options) {
-		presetFlag(s, o)
-		postgresFlags(s, o)
-		outboxFlags(s, o, true)
-		columnFlags(s, o, true)
-		payloadFlags(s, o)
-		slotFlag(s, o)
-		kafkaFlags(s, o)
-		topicFlags(s, o)
+		streamFlags(s, o)
 		producerFlags(s, o)
 		relayFlags(s, o)
 		leaderFlags(s, o)
@@ -198,14 +184,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		s.flagOnly("reason")
 	},
 	"recover": func(s *flagSet, o *options) {
-		presetFlag(s, o)
-		postgresFlags(s, o)
-		outboxFlags(s, o, true)
-		columnFlags(s, o, true)
-		payloadFlags(s, o)
-		slotFlag(s, o)
-		kafkaFlags(s, o)
-		topicFlags(s, o)
+		streamFlags(s, o)
 		producerFlags(s, o)
 		s.group("Bad messages")
 		s.str(&o.OnBadMessage, "on-bad-message", onBadMessageHelp)
@@ -291,6 +270,20 @@ func parseOptions(verb string, args []string, stdout, stderr io.Writer) (options
 	s := newFlagSet("walrelay " + verb)
 	bindVerb(verb, s, &o)
 	return o, s, s.parse(args, lookupEnv, stdout, stderr)
+}
+
+// streamFlags are what the verbs that read the outbox from the slot and
+// publish it (run, recover, and check, which judges both ends) share: the
+// table, its rows, the slot and Kafka.
+func streamFlags(s *flagSet, o *options) {
+	presetFlag(s, o)
+	postgresFlags(s, o)
+	outboxFlags(s, o, true)
+	columnFlags(s, o, true)
+	payloadFlags(s, o)
+	slotFlag(s, o)
+	kafkaFlags(s, o)
+	topicFlags(s, o)
 }
 
 func postgresFlags(s *flagSet, o *options) {
