@@ -20,6 +20,7 @@ import (
 
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/internal/dlq"
+	"github.com/walrelay/walrelay/internal/kafkasec"
 	"github.com/walrelay/walrelay/internal/leader"
 	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/topics"
@@ -59,7 +60,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("walrelay starting", zap.String("version", version()), zap.String("slot", c.Slot.Slot),
 		zap.String("publication", c.Slot.Publication), zap.Stringer("table", c.Slot.Table), zap.Strings("kafka_brokers", p.sinkCfg.Brokers),
-		zap.Bool("kafka_tls", p.sinkCfg.TLS != nil), zap.String("kafka_sasl", saslName(p.sinkCfg.SASL)),
+		zap.Bool("kafka_tls", p.sinkCfg.TLS != nil), zap.String("kafka_sasl", kafkasec.MechanismName(p.sinkCfg.SASL)),
 		zap.String("metrics_addr", c.Metrics), zap.String("memory_limit", memoryLimitField(memLimit)),
 		zap.Bool("memory_limit_default", memLimitSet), zap.String("preset", c.Preset))
 	return p.run(ctx, ln)
@@ -122,7 +123,7 @@ func (p *process) buildRelay(c config, log *zap.Logger) error {
 	if p.relay, err = buildRelay(c, p.sinkCfg, log, p.reg, p.store); err != nil {
 		return err
 	}
-	if w := kafkaSecurityWarning(p.sinkCfg.TLS, p.sinkCfg.SASL); w != "" {
+	if w := kafkasec.Warning(p.sinkCfg.TLS, p.sinkCfg.SASL); w != "" {
 		log.Warn(w)
 	}
 	// The monitor reads the slot's figures for the metrics and the stall
