@@ -2,24 +2,20 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/internal/dlq"
+	"github.com/walrelay/walrelay/internal/health"
 	"github.com/walrelay/walrelay/internal/kafkasec"
 	"github.com/walrelay/walrelay/internal/leader"
 	"github.com/walrelay/walrelay/internal/relay"
@@ -81,9 +77,7 @@ type process struct {
 
 // buildProcess makes the process's parts; it starts nothing.
 func buildProcess(c config, log *zap.Logger) (*process, error) {
-	p := &process{reg: prometheus.NewRegistry()}
-	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		buildInfo())
+	p := &process{reg: health.NewRegistry(version())}
 	var err error
 	// One walrelay publishes per slot; the others wait as standbys and take
 	// over when it goes.
@@ -148,8 +142,9 @@ func (p *process) run(ctx context.Context, ln net.Listener) error {
 	})
 	g.Go(func() error { return p.monitor.Run(monCtx) })
 	if ln != nil {
-		ready := readiness{leader: p.elector.Check, relay: p.relay, monitor: p.monitor, held: p.sinkCfg.Metrics.Held}
-		g.Go(func() error { return serveMetrics(ln, p.reg, ready.check, relayDone) })
+		ready := health.Readiness{Reached: p.monitor.Reached, Leader: p.elector.Check, Streaming: p.relay.Streaming,
+			Halted: func() string { return withFlags(p.relay.Halted()) }, Held: p.sinkCfg.Metrics.Held, Stalled: p.monitor.Stalled}
+		g.Go(func() error { return health.Serve(ln, p.reg, ready.Check, relayDone) })
 	}
 	return g.Wait()
 }
@@ -217,87 +212,4 @@ func preflight(ctx context.Context, c config, log *zap.Logger, sinkCfg sink.Conf
 		return nil // no broker needed: see discard.go
 	}
 	return sink.Ping(checkCtx, sinkCfg)
-}
-
-// readiness is /readyz: a standby is ready (it waits for leadership, as it
-// should); the leader is ready while its replication session streams, no
-// topic is held and the watchdog sees no stall; nobody is ready who cannot
-// read the slot.
-type readiness struct {
-	leader  func() error
-	relay   *relay.Relay
-	monitor *slot.Monitor
-	held    func() []sink.HeldTopic
-}
-
-// check returns "" when ready, else the reason.
-func (r readiness) check() string {
-	switch {
-	case !r.monitor.Reached():
-		return "cannot read the slot from PostgreSQL"
-	case r.leader() != nil:
-		return ""
-	case !r.relay.Streaming() && r.relay.Halted() != "":
-		return "halted on a message walrelay cannot publish (--on-bad-message halt): " + withFlags(r.relay.Halted())
-	case !r.relay.Streaming():
-		return "leader without a streaming replication session"
-	}
-	if held := r.held(); len(held) > 0 {
-		return heldText(held) // the cause of the stall that follows
-	}
-	if r.monitor.Stalled() {
-		return "replication stalled"
-	}
-	return ""
-}
-
-// heldText says which topics are held and what releases them.
-func heldText(held []sink.HeldTopic) string {
-	parts := make([]string, len(held))
-	for i, h := range held {
-		parts[i] = fmt.Sprintf("%s (recorded %d partitions, Kafka has %d; walrelay topics accept --topic %s)", h.Topic, h.Recorded, h.Kafka, h.Topic)
-	}
-	return "publishing nothing to a topic whose partition count changed: " + strings.Join(parts, ", ")
-}
-
-// serveMetrics serves /metrics, /healthz (the process answers) and /readyz
-// (ready says "" or the reason why not) on ln until done is closed.
-func serveMetrics(ln net.Listener, reg *prometheus.Registry, ready func() string, done <-chan struct{}) error {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if why := ready(); why != "" {
-			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ready\n")
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("metrics server: %w", err)
-	case <-done:
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("stop metrics server: %w", err)
-	}
-	return nil
-}
-
-// buildInfo is walrelay_build_info{version}, always 1.
-func buildInfo() prometheus.Collector {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name:        "walrelay_build_info",
-		Help:        "Always 1; the version label says which walrelay runs.",
-		ConstLabels: prometheus.Labels{"version": version()},
-	})
-	g.Set(1)
-	return g
 }
