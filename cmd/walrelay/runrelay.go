@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/internal/dlq"
 	"github.com/walrelay/walrelay/internal/health"
 	"github.com/walrelay/walrelay/internal/kafkasec"
@@ -150,47 +149,19 @@ func (p *process) run(ctx context.Context, ln net.Listener) error {
 }
 
 // buildRelay wires a relay whose sessions each get a new stream, decoder
-// and sink; the metrics are made once and shared by the sessions.
-// Under --on-bad-message park, the sink parks into store (messages it
-// cannot publish and rows the decoder could not decode alike); under halt
-// nothing is parked, but the aggregates parked earlier stay blocked.
+// and sink (relay.Sessions); the metrics are made once and shared by the
+// sessions. Under --on-bad-message park, the sink parks into store.
 func buildRelay(c config, sinkCfg sink.Config, log *zap.Logger, reg prometheus.Registerer, store *dlq.Store) (*relay.Relay, error) {
-	decCfg := c.Decoder
-	if _, err := decoder.New(decCfg); err != nil {
+	if c.Park {
+		sinkCfg.Park = store.Park
+	}
+	sessions := relay.Sessions{Slot: c.Slot, Decoder: c.Decoder, Sink: sinkCfg, Blockers: store.Blockers, NewPublisher: newPublisher}
+	factory, err := sessions.Factory(log, reg)
+	if err != nil {
 		return nil, err
 	}
 	relayCfg := c.Relay
 	relayCfg.Registerer = reg
-	if c.Park {
-		sinkCfg.Park = store.Park
-	}
-	// The relay streams only as the leader, so whoever else holds the slot
-	// is a stale leader: take the slot over rather than wait out its
-	// wal_sender_timeout.
-	sc := c.Slot
-	sc.TakeOver = true
-	slotMetrics := slot.NewMetrics(reg)
-	factory := func(ctx context.Context, ack func(uint64)) (relay.Parts, error) {
-		blocked, err := store.Blockers(ctx)
-		if err != nil {
-			return relay.Parts{}, err
-		}
-		stream, err := slot.New(sc, log, slotMetrics)
-		if err != nil {
-			return relay.Parts{}, err
-		}
-		dec, err := decoder.New(decCfg)
-		if err != nil {
-			return relay.Parts{}, err
-		}
-		cfg := sinkCfg
-		cfg.Blocked = blocked
-		pub, err := newPublisher(cfg, log, ack)
-		if err != nil {
-			return relay.Parts{}, err
-		}
-		return relay.Parts{Stream: stream, Decoder: dec, Publisher: pub}, nil
-	}
 	return relay.New(relayCfg, log, factory)
 }
 
