@@ -17,6 +17,7 @@ import (
 	"github.com/walrelay/walrelay/internal/health"
 	"github.com/walrelay/walrelay/internal/kafkasec"
 	"github.com/walrelay/walrelay/internal/leader"
+	"github.com/walrelay/walrelay/internal/memlimit"
 	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/topics"
 	"github.com/walrelay/walrelay/sink"
@@ -35,7 +36,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if discarding {
 		log.Warn("discarding build: messages are NOT published (built with -tags walrelay_discard, for benchmarks only)")
 	}
-	memLimit, memLimitSet := applyMemoryLimit(os.Getenv, c.Sink.MaxInFlightBytes)
+	memLimit, memLimitSet := memlimit.Apply(os.Getenv, c.Sink.MaxInFlightBytes)
 	if err := warnPostgresTLS(log, c.Slot.ConnString); err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("walrelay starting", zap.String("version", version()), zap.String("slot", c.Slot.Slot),
 		zap.String("publication", c.Slot.Publication), zap.Stringer("table", c.Slot.Table), zap.Strings("kafka_brokers", p.sinkCfg.Brokers),
 		zap.Bool("kafka_tls", p.sinkCfg.TLS != nil), zap.String("kafka_sasl", kafkasec.MechanismName(p.sinkCfg.SASL)),
-		zap.String("metrics_addr", c.Metrics), zap.String("memory_limit", memoryLimitField(memLimit)),
+		zap.String("metrics_addr", c.Metrics), zap.String("memory_limit", memlimit.String(memLimit)),
 		zap.Bool("memory_limit_default", memLimitSet), zap.String("preset", c.Preset))
 	return p.run(ctx, ln)
 }
