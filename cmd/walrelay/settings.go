@@ -12,6 +12,7 @@ import (
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/internal/backfill"
 	"github.com/walrelay/walrelay/internal/dlq"
+	"github.com/walrelay/walrelay/internal/kafkasec"
 	"github.com/walrelay/walrelay/internal/leader"
 	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/retention"
@@ -63,8 +64,8 @@ type options struct {
 	Topics topicsOptions
 	// Backfill selects the rows of `walrelay recover` and `walrelay replay`.
 	Backfill backfillOptions
-	// The flags of TLS and SASL towards Kafka (kafkasec.go).
-	kafkaSecurityOptions
+	// KafkaSecurity are the flags of TLS and SASL towards Kafka (kafkasec.go).
+	KafkaSecurity kafkasec.Config
 }
 
 // topicsOptions say which topic `walrelay topics accept` records the
@@ -369,7 +370,7 @@ func slotFlag(s *flagSet, o *options) {
 func kafkaFlags(s *flagSet, o *options) {
 	s.group("Kafka connection")
 	s.str(&o.KafkaBrokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers")
-	kafkaSecurityFlags(s, &o.kafkaSecurityOptions)
+	kafkaSecurityFlags(s, &o.KafkaSecurity)
 }
 
 func topicFlags(s *flagSet, o *options) {
@@ -545,7 +546,7 @@ func (o options) schemaConfig() (schema.Config, error) {
 
 // sinkConfig is the Kafka side as the flags set it, TLS and SASL included.
 func (o options) sinkConfig() (sink.Config, error) {
-	tc, mech, err := o.kafkaSecurity()
+	tc, mech, err := o.KafkaSecurity.Build()
 	if err != nil {
 		return sink.Config{}, err
 	}

@@ -406,7 +406,7 @@ func TestKubernetesDeployment(t *testing.T) {
 }
 
 // memoryLimitBase is walrelay's soft memory limit without the window
-// (cmd/walrelay/memlimit.go): 32 MiB.
+// (internal/memlimit): 32 MiB.
 const memoryLimitBase = 32 << 20
 
 // checkMemoryLimit: GOMEMLIMIT covers the base and twice the in-flight

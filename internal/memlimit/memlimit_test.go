@@ -1,4 +1,4 @@
-package main
+package memlimit
 
 import (
 	"math"
@@ -7,10 +7,10 @@ import (
 )
 
 func TestDefaultMemoryLimitFollowsTheInFlightWindow(t *testing.T) {
-	if got, want := defaultMemoryLimit(16<<20), int64(64<<20); got != want {
+	if got, want := Default(16<<20), int64(64<<20); got != want {
 		t.Errorf("default window: got %d; want %d", got, want)
 	}
-	if got, want := defaultMemoryLimit(100<<20), int64(232<<20); got != want {
+	if got, want := Default(100<<20), int64(232<<20); got != want {
 		t.Errorf("100 MiB window: got %d; want %d", got, want)
 	}
 }
@@ -23,7 +23,7 @@ func TestApplyMemoryLimit(t *testing.T) {
 	getenv := func(k string) string { return env[k] }
 
 	debug.SetMemoryLimit(math.MaxInt64)
-	limit, set := applyMemoryLimit(getenv, 16<<20)
+	limit, set := Apply(getenv, 16<<20)
 	if !set || limit != 64<<20 {
 		t.Fatalf("GOMEMLIMIT unset: got %d, set %v; want %d set", limit, set, 64<<20)
 	}
@@ -35,14 +35,14 @@ func TestApplyMemoryLimit(t *testing.T) {
 	// and reports what is in force.
 	env["GOMEMLIMIT"] = "off"
 	debug.SetMemoryLimit(math.MaxInt64)
-	limit, set = applyMemoryLimit(getenv, 16<<20)
+	limit, set = Apply(getenv, 16<<20)
 	if set || limit != math.MaxInt64 {
 		t.Errorf("GOMEMLIMIT=off: got %d, set %v; want no limit, not set", limit, set)
 	}
-	if got := memoryLimitField(limit); got != "off" {
+	if got := String(limit); got != "off" {
 		t.Errorf("log field for no limit: %q", got)
 	}
-	if got := memoryLimitField(64 << 20); got != "64.0 MiB" {
+	if got := String(64 << 20); got != "64.0 MiB" {
 		t.Errorf("log field for 64 MiB: %q", got)
 	}
 }
