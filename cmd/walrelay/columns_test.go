@@ -76,8 +76,8 @@ func TestSchemaHasNoAggregateTypeDefault(t *testing.T) {
 	var o options
 	s := newFlagSet("schema")
 	bindVerb("schema", s, &o)
-	if !s.has("column-aggregate-type") || s.has("aggregate-type-default") {
+	if !s.Has("column-aggregate-type") || s.Has("aggregate-type-default") {
 		t.Errorf("schema: --column-aggregate-type %v, --aggregate-type-default %v; want the first only",
-			s.has("column-aggregate-type"), s.has("aggregate-type-default"))
+			s.Has("column-aggregate-type"), s.Has("aggregate-type-default"))
 	}
 }

@@ -27,7 +27,7 @@ func TestSettingFlagsExist(t *testing.T) {
 				var o options
 				s := newFlagSet(verb)
 				bindVerb(verb, s, &o)
-				found = found || s.has(strings.TrimPrefix(name, "--"))
+				found = found || s.Has(strings.TrimPrefix(name, "--"))
 			}
 			if !found {
 				t.Errorf("setting %s maps to %s: got no verb with %s; want one", sf[0], sf[1], name)

@@ -144,12 +144,10 @@ func TestEveryVerbListsItsFlagsWithVariables(t *testing.T) {
 			t.Fatalf("parse %s: %v", verb, err)
 		}
 		n := 0
-		for _, g := range s.groups {
-			for _, name := range g.names {
-				n++
-				if !listed[name] {
-					t.Errorf("walrelay %s -h does not list --%s as a flag line:\n%s", verb, name, h)
-				}
+		for _, name := range s.Names() {
+			n++
+			if !listed[name] {
+				t.Errorf("walrelay %s -h does not list --%s as a flag line:\n%s", verb, name, h)
 			}
 		}
 		if n != len(listed) || n == 0 {
@@ -180,16 +178,5 @@ func TestFlagDefaultsAreThePackagesDefaults(t *testing.T) {
 	o := defaultOptions()
 	if o.Sink.MaxInFlightBytes != sink.Defaults().MaxInFlightBytes || o.Slot.MaxMessageBytes != slot.Defaults().MaxMessageBytes {
 		t.Errorf("defaults: in-flight bytes %d, WAL message bytes %d; want the packages'", o.Sink.MaxInFlightBytes, o.Slot.MaxMessageBytes)
-	}
-}
-
-func TestEditDistance(t *testing.T) {
-	for _, c := range []struct {
-		a, b string
-		want int
-	}{{"", "", 0}, {"slot", "slot", 0}, {"slto", "slot", 2}, {"postgress-url", "postgres-url", 1}, {"", "abc", 3}, {"kitten", "sitting", 3}} {
-		if got := editDistance(c.a, c.b); got != c.want {
-			t.Errorf("editDistance(%q, %q) = %d; want %d", c.a, c.b, got, c.want)
-		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/walrelay/walrelay/internal/flagset"
 )
 
 func main() {
@@ -28,7 +30,7 @@ func main() {
 }
 
 // errUsage marks a command line that was wrong; the usage was printed.
-var errUsage = errors.New("usage")
+var errUsage = flagset.ErrUsage
 
 // errConfig marks settings that are missing or wrong, found before
 // anything was connected to: exit 2 as a wrong command line is, with the

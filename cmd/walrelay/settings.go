@@ -121,8 +121,8 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		presetFlag(s, o)
 		outboxFlags(s, o, true)
 		columnFlags(s, o, false)
-		s.group("Privileges")
-		s.str(&o.GrantTo, "grant-to", "also print the GRANTs the role walrelay runs as needs on these tables (see docs/SECURITY.md)")
+		s.Group("Privileges")
+		s.Str(&o.GrantTo, "grant-to", "also print the GRANTs the role walrelay runs as needs on these tables (see docs/SECURITY.md)")
 	},
 	"init": func(s *flagSet, o *options) {
 		presetFlag(s, o)
@@ -147,23 +147,23 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		producerFlags(s, o)
 		relayFlags(s, o)
 		leaderFlags(s, o)
-		s.group("Operations")
-		s.str(&o.MetricsAddr, "metrics-addr", "listen address for /metrics, /healthz and /readyz; empty disables")
-		s.str(&o.LogLevel, "log-level", "debug, info, warn or error")
+		s.Group("Operations")
+		s.Str(&o.MetricsAddr, "metrics-addr", "listen address for /metrics, /healthz and /readyz; empty disables")
+		s.Str(&o.LogLevel, "log-level", "debug, info, warn or error")
 	},
 	"dlq list": func(s *flagSet, o *options) {
 		postgresFlags(s, o)
 		deadLetterFlags(s, o)
-		s.group("Which dead letters")
-		s.str(&o.DLQ.Aggregate, "aggregate", "only the messages of one aggregate, TYPE/ID")
-		s.str(&o.DLQ.AggregateType, "aggregate-type", "only this aggregate type")
-		s.str(&o.DLQ.Type, "type", "only this message type")
-		s.str(&o.DLQ.Reason, "reason", "only reasons containing this text")
-		s.dur(&o.DLQ.OlderThan, "older-than", "only rows parked longer ago than this")
-		s.dur(&o.DLQ.NewerThan, "newer-than", "only rows parked more recently than this")
-		s.str(&o.DLQ.Status, "status", "parked or discarded")
-		s.int(&o.DLQ.Limit, "limit", "at most this many rows")
-		s.flagOnly("aggregate", "aggregate-type", "type", "reason", "older-than", "newer-than", "status", "limit")
+		s.Group("Which dead letters")
+		s.Str(&o.DLQ.Aggregate, "aggregate", "only the messages of one aggregate, TYPE/ID")
+		s.Str(&o.DLQ.AggregateType, "aggregate-type", "only this aggregate type")
+		s.Str(&o.DLQ.Type, "type", "only this message type")
+		s.Str(&o.DLQ.Reason, "reason", "only reasons containing this text")
+		s.Dur(&o.DLQ.OlderThan, "older-than", "only rows parked longer ago than this")
+		s.Dur(&o.DLQ.NewerThan, "newer-than", "only rows parked more recently than this")
+		s.Str(&o.DLQ.Status, "status", "parked or discarded")
+		s.Int(&o.DLQ.Limit, "limit", "at most this many rows")
+		s.FlagOnly("aggregate", "aggregate-type", "type", "reason", "older-than", "newer-than", "status", "limit")
 		jsonFlag(s, o, "print JSON instead of a table")
 	},
 	"dlq retry": func(s *flagSet, o *options) {
@@ -180,45 +180,45 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		postgresFlags(s, o)
 		deadLetterFlags(s, o)
 		selectorFlags(s, o)
-		s.group("Audit")
-		s.str(&o.DLQ.Reason, "reason", "why they are given up (required, kept with them for audit)")
-		s.flagOnly("reason")
+		s.Group("Audit")
+		s.Str(&o.DLQ.Reason, "reason", "why they are given up (required, kept with them for audit)")
+		s.FlagOnly("reason")
 	},
 	"recover": func(s *flagSet, o *options) {
 		streamFlags(s, o)
 		producerFlags(s, o)
-		s.group("Bad messages")
-		s.str(&o.OnBadMessage, "on-bad-message", onBadMessageHelp)
+		s.Group("Bad messages")
+		s.Str(&o.OnBadMessage, "on-bad-message", onBadMessageHelp)
 		leaderFlags(s, o)
-		s.group("What to recover (exactly one of --since, --since-message-id, --all)")
-		s.str(&o.Backfill.Since, "since", "publish the rows that occurred from this time on: RFC 3339 (2026-12-04T08:00:00Z), or a duration meaning that long ago (90m); the last time walrelay confirmed, as its stop line or walrelay_confirmed_lsn tells")
-		s.str(&o.Backfill.SinceMessageID, "since-message-id", "publish the rows that occurred from this message's occurred_at on (the message id of a row still in the table)")
-		s.boolean(&o.Backfill.All, "all", "publish every row in the outbox table")
-		s.dur(&o.Backfill.Margin, "margin", "also read this long before --since: occurred_at is when a row's transaction started, and one that committed later may be in the gap")
-		s.str(&o.Backfill.Force, "force", "replace a slot that is still usable, for this reason (kept in the recoveries table); without it walrelay recovers only a lost or missing slot")
-		s.flagOnly("since", "since-message-id", "all", "force")
+		s.Group("What to recover (exactly one of --since, --since-message-id, --all)")
+		s.Str(&o.Backfill.Since, "since", "publish the rows that occurred from this time on: RFC 3339 (2026-12-04T08:00:00Z), or a duration meaning that long ago (90m); the last time walrelay confirmed, as its stop line or walrelay_confirmed_lsn tells")
+		s.Str(&o.Backfill.SinceMessageID, "since-message-id", "publish the rows that occurred from this message's occurred_at on (the message id of a row still in the table)")
+		s.Bool(&o.Backfill.All, "all", "publish every row in the outbox table")
+		s.Dur(&o.Backfill.Margin, "margin", "also read this long before --since: occurred_at is when a row's transaction started, and one that committed later may be in the gap")
+		s.Str(&o.Backfill.Force, "force", "replace a slot that is still usable, for this reason (kept in the recoveries table); without it walrelay recovers only a lost or missing slot")
+		s.FlagOnly("since", "since-message-id", "all", "force")
 		logFlag(s, o)
 	},
 	"replay": func(s *flagSet, o *options) {
 		presetFlag(s, o)
 		postgresFlags(s, o)
-		s.group("Outbox")
-		s.str(&o.Table, "table", tableHelp)
+		s.Group("Outbox")
+		s.Str(&o.Table, "table", tableHelp)
 		columnFlags(s, o, true)
 		payloadFlags(s, o)
 		kafkaFlags(s, o)
 		topicFlags(s, o)
 		producerFlags(s, o)
-		s.group("Which rows (every row still in the table when none is given)")
-		s.str(&o.Backfill.Since, "since", "rows that occurred at or after this time: RFC 3339, or a duration meaning that long ago")
-		s.str(&o.Backfill.Until, "until", "rows that occurred before this time: RFC 3339, or a duration meaning that long ago")
-		s.str(&o.Backfill.AggregateType, "aggregate-type", "only this aggregate type")
-		s.str(&o.Backfill.AggregateID, "aggregate-id", "only this aggregate id")
-		s.str(&o.Backfill.Type, "type", "only this message type")
-		s.group("Where")
-		s.str(&o.Backfill.ToTopic, "to-topic", "publish every row to this topic instead of its own")
-		s.boolean(&o.Backfill.DryRun, "dry-run", "count the rows per topic, publish nothing")
-		s.flagOnly("since", "until", "aggregate-type", "aggregate-id", "type", "to-topic", "dry-run")
+		s.Group("Which rows (every row still in the table when none is given)")
+		s.Str(&o.Backfill.Since, "since", "rows that occurred at or after this time: RFC 3339, or a duration meaning that long ago")
+		s.Str(&o.Backfill.Until, "until", "rows that occurred before this time: RFC 3339, or a duration meaning that long ago")
+		s.Str(&o.Backfill.AggregateType, "aggregate-type", "only this aggregate type")
+		s.Str(&o.Backfill.AggregateID, "aggregate-id", "only this aggregate id")
+		s.Str(&o.Backfill.Type, "type", "only this message type")
+		s.Group("Where")
+		s.Str(&o.Backfill.ToTopic, "to-topic", "publish every row to this topic instead of its own")
+		s.Bool(&o.Backfill.DryRun, "dry-run", "count the rows per topic, publish nothing")
+		s.FlagOnly("since", "until", "aggregate-type", "aggregate-id", "type", "to-topic", "dry-run")
 		logFlag(s, o)
 	},
 	"topics list": func(s *flagSet, o *options) {
@@ -231,27 +231,27 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		postgresFlags(s, o)
 		topicsTableFlags(s, o)
 		kafkaFlags(s, o)
-		s.group("Which topic")
-		s.str(&o.Topics.Topic, "topic", "the topic whose partition count in Kafka now becomes the one its keys are routed by (required)")
-		s.str(&o.Topics.Reason, "reason", "why, kept in the topics table for audit")
-		s.flagOnly("topic", "reason")
+		s.Group("Which topic")
+		s.Str(&o.Topics.Topic, "topic", "the topic whose partition count in Kafka now becomes the one its keys are routed by (required)")
+		s.Str(&o.Topics.Reason, "reason", "why, kept in the topics table for audit")
+		s.FlagOnly("topic", "reason")
 	},
 	"prune": func(s *flagSet, o *options) {
 		postgresFlags(s, o)
-		s.group("Outbox table")
-		s.str(&o.Table, "table", tableHelp)
-		s.str(&o.Columns.OccurredAt, "column-occurred-at", "column holding the event time, which --retention counts from")
-		s.str(&o.DeadLetterTable, "dead-letter-table", deadLetterTableHelp+"; prune keeps what a pending recovery needs, from the recoveries table in its schema")
+		s.Group("Outbox table")
+		s.Str(&o.Table, "table", tableHelp)
+		s.Str(&o.Columns.OccurredAt, "column-occurred-at", "column holding the event time, which --retention counts from")
+		s.Str(&o.DeadLetterTable, "dead-letter-table", deadLetterTableHelp+"; prune keeps what a pending recovery needs, from the recoveries table in its schema")
 		slotFlag(s, o)
-		s.group("Pruning")
-		s.dur(&o.Retention.Retention, "retention", "keep outbox rows this long after their occurred_at, e.g. 168h (required, at least 1m)")
-		s.int(&o.Retention.Batch, "prune-batch", "rows deleted per batch, each batch its own transaction")
-		s.dur(&o.Retention.Pause, "prune-pause", "pause between batches; 0 for none")
-		s.dur(&o.Retention.Wait, "prune-wait", "how long to wait for the slot to confirm the current WAL position before giving up (deleting nothing); 0 for not at all")
-		s.boolean(&o.Retention.DryRun, "dry-run", "count the rows that would be deleted, delete nothing")
+		s.Group("Pruning")
+		s.Dur(&o.Retention.Retention, "retention", "keep outbox rows this long after their occurred_at, e.g. 168h (required, at least 1m)")
+		s.Int(&o.Retention.Batch, "prune-batch", "rows deleted per batch, each batch its own transaction")
+		s.Dur(&o.Retention.Pause, "prune-pause", "pause between batches; 0 for none")
+		s.Dur(&o.Retention.Wait, "prune-wait", "how long to wait for the slot to confirm the current WAL position before giving up (deleting nothing); 0 for not at all")
+		s.Bool(&o.Retention.DryRun, "dry-run", "count the rows that would be deleted, delete nothing")
 		// What is deleted is said on the command line, never by a
 		// variable left in the environment.
-		s.flagOnly("retention", "dry-run")
+		s.FlagOnly("retention", "dry-run")
 		logFlag(s, o)
 	},
 }
@@ -270,7 +270,7 @@ func parseOptions(verb string, args []string, stdout, stderr io.Writer) (options
 	o := defaultOptions()
 	s := newFlagSet("walrelay " + verb)
 	bindVerb(verb, s, &o)
-	return o, s, s.parse(args, lookupEnv, stdout, stderr)
+	return o, s, s.Parse(args, lookupEnv, stdout, stderr)
 }
 
 // streamFlags are what the verbs that read the outbox from the slot and
@@ -288,24 +288,24 @@ func streamFlags(s *flagSet, o *options) {
 }
 
 func postgresFlags(s *flagSet, o *options) {
-	s.group("PostgreSQL connection")
-	s.secret(&o.PostgresURL, "postgres-url", "PostgreSQL URL of the database holding the outbox table, e.g. postgres://user@host:5432/db?sslmode=verify-full (its password is never shown)", slot.RedactConnString)
+	s.Group("PostgreSQL connection")
+	s.Secret(&o.PostgresURL, "postgres-url", "PostgreSQL URL of the database holding the outbox table, e.g. postgres://user@host:5432/db?sslmode=verify-full (its password is never shown)", slot.RedactConnString)
 	p := &o.Postgres
-	s.str(&p.SSLMode, "postgres-sslmode", "sslmode: disable, allow, prefer, require, verify-ca or verify-full (only verify-full checks that the server is the one named); overrides the URL's")
-	s.str(&p.SSLRootCert, "postgres-sslrootcert", "file of the CA certificates that sign the server's certificate, or system; overrides the URL's")
-	s.str(&p.SSLCert, "postgres-sslcert", "client certificate file, for the server's cert authentication; overrides the URL's")
-	s.str(&p.SSLKey, "postgres-sslkey", "private key file of --postgres-sslcert; overrides the URL's")
-	s.str(&p.PasswordFile, "postgres-password-file", "file holding the password (one trailing newline is dropped); overrides the URL's")
+	s.Str(&p.SSLMode, "postgres-sslmode", "sslmode: disable, allow, prefer, require, verify-ca or verify-full (only verify-full checks that the server is the one named); overrides the URL's")
+	s.Str(&p.SSLRootCert, "postgres-sslrootcert", "file of the CA certificates that sign the server's certificate, or system; overrides the URL's")
+	s.Str(&p.SSLCert, "postgres-sslcert", "client certificate file, for the server's cert authentication; overrides the URL's")
+	s.Str(&p.SSLKey, "postgres-sslkey", "private key file of --postgres-sslcert; overrides the URL's")
+	s.Str(&p.PasswordFile, "postgres-password-file", "file holding the password (one trailing newline is dropped); overrides the URL's")
 }
 
 // outboxFlags are the names of the outbox contract; status reads no
 // dead-letter table.
 func outboxFlags(s *flagSet, o *options, deadLetters bool) {
-	s.group("Outbox")
-	s.str(&o.Table, "table", tableHelp)
-	s.str(&o.Publication, "publication", "publication covering the outbox table")
+	s.Group("Outbox")
+	s.Str(&o.Table, "table", tableHelp)
+	s.Str(&o.Publication, "publication", "publication covering the outbox table")
 	if deadLetters {
-		s.str(&o.DeadLetterTable, "dead-letter-table", deadLetterTableHelp)
+		s.Str(&o.DeadLetterTable, "dead-letter-table", deadLetterTableHelp)
 	}
 }
 
@@ -319,119 +319,119 @@ const (
 // deadLetterFlags name the dead-letter table, by itself or from the outbox
 // table's name.
 func deadLetterFlags(s *flagSet, o *options) {
-	s.group("Dead-letter table")
-	s.str(&o.Table, "table", tableHelp)
-	s.str(&o.DeadLetterTable, "dead-letter-table", deadLetterTableHelp)
+	s.Group("Dead-letter table")
+	s.Str(&o.Table, "table", tableHelp)
+	s.Str(&o.DeadLetterTable, "dead-letter-table", deadLetterTableHelp)
 }
 
 // topicsTableFlags name the topics table, from the outbox table's name,
 // beside the dead-letter table.
 func topicsTableFlags(s *flagSet, o *options) {
-	s.group("Topics table (the outbox table's name with _topics, beside the dead-letter table)")
-	s.str(&o.Table, "table", tableHelp)
-	s.str(&o.DeadLetterTable, "dead-letter-table", deadLetterTableHelp)
+	s.Group("Topics table (the outbox table's name with _topics, beside the dead-letter table)")
+	s.Str(&o.Table, "table", tableHelp)
+	s.Str(&o.DeadLetterTable, "dead-letter-table", deadLetterTableHelp)
 }
 
 // columnFlags name the outbox table's columns; with decoding, also how its
 // rows are read (the verbs that decode rows or judge the table; `schema`
 // only prints DDL).
 func columnFlags(s *flagSet, o *options, decoding bool) {
-	s.group("Outbox columns (for an existing table with other names)")
+	s.Group("Outbox columns (for an existing table with other names)")
 	c := &o.Columns
-	s.str(&c.MessageID, "column-message-id", "column holding the message id (uuid, bigint, integer or text: the record's ce_id)")
-	s.str(&c.AggregateType, "column-aggregate-type", "column holding the aggregate type")
-	s.str(&c.AggregateID, "column-aggregate-id", "column holding the aggregate id (the Kafka key)")
-	s.str(&c.AggregateVersion, "column-aggregate-version", "column holding the aggregate version")
-	s.str(&c.Type, "column-type", "column holding the message type")
-	s.str(&c.Payload, "column-payload", "column holding the payload (the Kafka value)")
-	s.str(&c.Headers, "column-headers", "column holding extra headers (jsonb)")
-	s.str(&c.OccurredAt, "column-occurred-at", "column holding the event time")
-	s.str(&c.Topic, "column-topic", "column holding an explicit topic")
+	s.Str(&c.MessageID, "column-message-id", "column holding the message id (uuid, bigint, integer or text: the record's ce_id)")
+	s.Str(&c.AggregateType, "column-aggregate-type", "column holding the aggregate type")
+	s.Str(&c.AggregateID, "column-aggregate-id", "column holding the aggregate id (the Kafka key)")
+	s.Str(&c.AggregateVersion, "column-aggregate-version", "column holding the aggregate version")
+	s.Str(&c.Type, "column-type", "column holding the message type")
+	s.Str(&c.Payload, "column-payload", "column holding the payload (the Kafka value)")
+	s.Str(&c.Headers, "column-headers", "column holding extra headers (jsonb)")
+	s.Str(&c.OccurredAt, "column-occurred-at", "column holding the event time")
+	s.Str(&c.Topic, "column-topic", "column holding an explicit topic")
 	if !decoding {
 		return
 	}
-	s.str(&o.AggregateTypeDefault, "aggregate-type-default", "aggregate type of every row when the table has no aggregate type column, and of a row whose aggregate type is NULL (topic template, aggregate_type header, ordering); empty: the column is required")
-	s.str(&o.SpanContextColumn, "column-tracing-span-context", "column holding a span context as Debezium stores it (Java Properties text): a valid W3C traceparent in it becomes the traceparent header, with tracestate; optional, empty for none")
+	s.Str(&o.AggregateTypeDefault, "aggregate-type-default", "aggregate type of every row when the table has no aggregate type column, and of a row whose aggregate type is NULL (topic template, aggregate_type header, ordering); empty: the column is required")
+	s.Str(&o.SpanContextColumn, "column-tracing-span-context", "column holding a span context as Debezium stores it (Java Properties text): a valid W3C traceparent in it becomes the traceparent header, with tracestate; optional, empty for none")
 }
 
 // payloadFlags say how a row's payload becomes the record's value, in the
 // group of the column flags they follow: for the verbs that publish rows
 // (and check, which judges them).
 func payloadFlags(s *flagSet, o *options) {
-	s.str(&o.ContentType, "content-type", "content-type header of every record instead of the payload column type's (json, jsonb: application/json; text, varchar: text/plain; charset=utf-8; bytea: application/octet-stream), e.g. application/json for JSON in a text column")
-	s.str(&o.NullPayload, "null-payload", "what a row with a NULL payload becomes: park (a bad row, as one that cannot be decoded) or tombstone (a Kafka record with a null value, for compacted topics)")
+	s.Str(&o.ContentType, "content-type", "content-type header of every record instead of the payload column type's (json, jsonb: application/json; text, varchar: text/plain; charset=utf-8; bytea: application/octet-stream), e.g. application/json for JSON in a text column")
+	s.Str(&o.NullPayload, "null-payload", "what a row with a NULL payload becomes: park (a bad row, as one that cannot be decoded) or tombstone (a Kafka record with a null value, for compacted topics)")
 }
 
 func slotFlag(s *flagSet, o *options) {
-	s.group("Replication slot")
-	s.str(&o.Slot.Slot, "slot", "logical replication slot")
+	s.Group("Replication slot")
+	s.Str(&o.Slot.Slot, "slot", "logical replication slot")
 }
 
 func kafkaFlags(s *flagSet, o *options) {
-	s.group("Kafka connection")
-	s.str(&o.KafkaBrokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers")
+	s.Group("Kafka connection")
+	s.Str(&o.KafkaBrokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers")
 	kafkaSecurityFlags(s, &o.KafkaSecurity)
 }
 
 func topicFlags(s *flagSet, o *options) {
-	s.group("Topics")
-	s.str(&o.Sink.TopicTemplate, "topic-template", "Kafka topic for rows without a topic; {aggregate_type} and {type} are replaced")
-	s.boolean(&o.CreateTopics, "kafka-create-topics", "ask the broker to create a missing topic (when its auto.create.topics.enable allows); false: a missing topic is a bad message")
+	s.Group("Topics")
+	s.Str(&o.Sink.TopicTemplate, "topic-template", "Kafka topic for rows without a topic; {aggregate_type} and {type} are replaced")
+	s.Bool(&o.CreateTopics, "kafka-create-topics", "ask the broker to create a missing topic (when its auto.create.topics.enable allows); false: a missing topic is a bad message")
 }
 
 func producerFlags(s *flagSet, o *options) {
-	s.group("Kafka producer")
+	s.Group("Kafka producer")
 	k := &o.Sink
-	s.str(&k.Source, "ce-source", "CloudEvents source (ce_source header)")
-	s.str(&k.MessageIDHeader, "message-id-header", "also put the message id into a header of this name, beside ce_id (Debezium's consumers read it from id); empty for none")
-	s.dur(&k.Linger, "kafka-linger", "how long a partition batch waits to fill; up to ten times longer for messages already late (a backlog draining)")
-	s.int(&k.MaxInFlightMessages, "max-in-flight-messages", "messages handed to Kafka but not yet acknowledged, at most")
-	s.int(&k.MaxInFlightBytes, "max-in-flight-bytes", "bytes handed to Kafka but not yet acknowledged, at most")
-	s.int(&k.MaxPayloadBytes, "max-payload-bytes", "largest payload walrelay sends to Kafka; a larger one is a bad message (keep it below the topics' max.message.bytes)")
-	s.dur(&k.RetryBackoffMin, "kafka-retry-backoff-min", "first delay before a produce is retried after a transient error; it doubles per attempt, with full jitter")
-	s.dur(&k.RetryBackoffMax, "kafka-retry-backoff-max", "longest delay between produce retries (transient errors are retried for as long as it takes)")
-	s.dur(&k.PartitionRecheck, "partition-check-interval", "how often the partition count of each topic in use is read again from Kafka: a topic whose count changed gets nothing more until walrelay topics accept records the new count")
+	s.Str(&k.Source, "ce-source", "CloudEvents source (ce_source header)")
+	s.Str(&k.MessageIDHeader, "message-id-header", "also put the message id into a header of this name, beside ce_id (Debezium's consumers read it from id); empty for none")
+	s.Dur(&k.Linger, "kafka-linger", "how long a partition batch waits to fill; up to ten times longer for messages already late (a backlog draining)")
+	s.Int(&k.MaxInFlightMessages, "max-in-flight-messages", "messages handed to Kafka but not yet acknowledged, at most")
+	s.Int(&k.MaxInFlightBytes, "max-in-flight-bytes", "bytes handed to Kafka but not yet acknowledged, at most")
+	s.Int(&k.MaxPayloadBytes, "max-payload-bytes", "largest payload walrelay sends to Kafka; a larger one is a bad message (keep it below the topics' max.message.bytes)")
+	s.Dur(&k.RetryBackoffMin, "kafka-retry-backoff-min", "first delay before a produce is retried after a transient error; it doubles per attempt, with full jitter")
+	s.Dur(&k.RetryBackoffMax, "kafka-retry-backoff-max", "longest delay between produce retries (transient errors are retried for as long as it takes)")
+	s.Dur(&k.PartitionRecheck, "partition-check-interval", "how often the partition count of each topic in use is read again from Kafka: a topic whose count changed gets nothing more until walrelay topics accept records the new count")
 }
 
 func relayFlags(s *flagSet, o *options) {
-	s.group("Relay")
-	s.dur(&o.Slot.StatusInterval, "status-interval", "how often the confirmed position is sent to PostgreSQL; keep well under wal_sender_timeout")
-	s.dur(&o.Slot.ConfirmInterval, "confirm-interval", "how soon a newly acknowledged position is confirmed to PostgreSQL (bounds what a crash replays)")
-	s.int(&o.Slot.MaxMessageBytes, "max-wal-message-bytes", "largest replication message (one row) walrelay reads; bounds the memory one huge row can take")
-	s.str(&o.OnBadMessage, "on-bad-message", onBadMessageHelp)
-	s.dur(&o.Relay.ShutdownTimeout, "shutdown-timeout", "how long in-flight Kafka writes may finish after SIGTERM")
-	s.dur(&o.Monitor.HeartbeatInterval, "heartbeat-interval", "how often the leader writes a heartbeat into the WAL (pg_logical_emit_message) so the slot moves while the outbox is idle; 0 disables")
-	s.dur(&o.Monitor.PollInterval, "slot-poll-interval", "how often the slot's figures are read from pg_replication_slots for the metrics")
-	s.dur(&o.Monitor.StallThreshold, "stall-threshold", "how long the WAL may move on while the confirmed position does not, with nothing in flight, before walrelay reports a stall")
+	s.Group("Relay")
+	s.Dur(&o.Slot.StatusInterval, "status-interval", "how often the confirmed position is sent to PostgreSQL; keep well under wal_sender_timeout")
+	s.Dur(&o.Slot.ConfirmInterval, "confirm-interval", "how soon a newly acknowledged position is confirmed to PostgreSQL (bounds what a crash replays)")
+	s.Int(&o.Slot.MaxMessageBytes, "max-wal-message-bytes", "largest replication message (one row) walrelay reads; bounds the memory one huge row can take")
+	s.Str(&o.OnBadMessage, "on-bad-message", onBadMessageHelp)
+	s.Dur(&o.Relay.ShutdownTimeout, "shutdown-timeout", "how long in-flight Kafka writes may finish after SIGTERM")
+	s.Dur(&o.Monitor.HeartbeatInterval, "heartbeat-interval", "how often the leader writes a heartbeat into the WAL (pg_logical_emit_message) so the slot moves while the outbox is idle; 0 disables")
+	s.Dur(&o.Monitor.PollInterval, "slot-poll-interval", "how often the slot's figures are read from pg_replication_slots for the metrics")
+	s.Dur(&o.Monitor.StallThreshold, "stall-threshold", "how long the WAL may move on while the confirmed position does not, with nothing in flight, before walrelay reports a stall")
 }
 
 func leaderFlags(s *flagSet, o *options) {
-	s.group("Leadership (one walrelay publishes per slot; the others wait)")
-	s.dur(&o.Leader.RetryInterval, "leader-retry-interval", "how often a standby tries to become the leader")
-	s.dur(&o.Leader.CheckInterval, "leader-check-interval", "how often the leader proves its lock on PostgreSQL")
-	s.dur(&o.Leader.LeaseTimeout, "leader-lease", "how long after its last proof the leader may still publish")
+	s.Group("Leadership (one walrelay publishes per slot; the others wait)")
+	s.Dur(&o.Leader.RetryInterval, "leader-retry-interval", "how often a standby tries to become the leader")
+	s.Dur(&o.Leader.CheckInterval, "leader-check-interval", "how often the leader proves its lock on PostgreSQL")
+	s.Dur(&o.Leader.LeaseTimeout, "leader-lease", "how long after its last proof the leader may still publish")
 }
 
 // selectorFlags say which parked messages retry or discard act on. They
 // are flag-only: a variable left in the environment must never widen what
 // a destructive command touches.
 func selectorFlags(s *flagSet, o *options) {
-	s.group("Which parked messages (exactly one)")
-	s.str(&o.DLQ.MessageID, "message-id", "the parked message with this message id")
-	s.str(&o.DLQ.Position, "position", "the parked row at this position, LSN#SEQ as dlq list prints it (for a row without a message id)")
-	s.str(&o.DLQ.Aggregate, "aggregate", "the parked messages of one aggregate, TYPE/ID")
-	s.boolean(&o.DLQ.All, "all", "every parked message")
-	s.flagOnly("message-id", "position", "aggregate", "all")
+	s.Group("Which parked messages (exactly one)")
+	s.Str(&o.DLQ.MessageID, "message-id", "the parked message with this message id")
+	s.Str(&o.DLQ.Position, "position", "the parked row at this position, LSN#SEQ as dlq list prints it (for a row without a message id)")
+	s.Str(&o.DLQ.Aggregate, "aggregate", "the parked messages of one aggregate, TYPE/ID")
+	s.Bool(&o.DLQ.All, "all", "every parked message")
+	s.FlagOnly("message-id", "position", "aggregate", "all")
 }
 
 func logFlag(s *flagSet, o *options) {
-	s.group("Operations")
-	s.str(&o.LogLevel, "log-level", "debug, info, warn or error")
+	s.Group("Operations")
+	s.Str(&o.LogLevel, "log-level", "debug, info, warn or error")
 }
 
 func jsonFlag(s *flagSet, o *options, help string) {
-	s.group("Output")
-	s.boolean(&o.JSON, "json", help)
+	s.Group("Output")
+	s.Bool(&o.JSON, "json", help)
 }
 
 // config is a verb's options resolved, once: the configurations the
@@ -467,25 +467,25 @@ type config struct {
 // PostgreSQL URL, and no Kafka flag of another verb is read.
 func (o options) resolve(s *flagSet) (config, error) {
 	c := config{DLQ: o.DLQ, Topics: o.Topics, Backfill: o.Backfill, GrantTo: o.GrantTo, LogLevel: o.LogLevel, Metrics: o.MetricsAddr, JSON: o.JSON,
-		Preset: s.presetSummary(o.Preset)}
+		Preset: s.PresetSummary(o.Preset)}
 	var err error
 	if c.Schema, err = o.schemaConfig(); err != nil {
 		return config{}, err
 	}
 	c.Decoder = decoder.Config{Table: c.Schema.Table, Columns: c.Schema.Columns, AggregateTypeDefault: o.AggregateTypeDefault,
 		ContentType: o.ContentType, NullPayload: decoder.NullPayload(o.NullPayload), SpanContextColumn: o.SpanContextColumn}
-	if s.has("aggregate-type-default") || s.has("null-payload") {
+	if s.Has("aggregate-type-default") || s.Has("null-payload") {
 		if err := c.Decoder.Validate(); err != nil {
 			return config{}, flagged(err)
 		}
 	}
-	if s.has("on-bad-message") {
+	if s.Has("on-bad-message") {
 		if o.OnBadMessage != "park" && o.OnBadMessage != "halt" {
 			return config{}, fmt.Errorf("--on-bad-message (WALRELAY_ON_BAD_MESSAGE) is %q; want park or halt", o.OnBadMessage)
 		}
 		c.Park = o.OnBadMessage == "park"
 	}
-	if s.has("postgres-url") {
+	if s.Has("postgres-url") {
 		conn, err := o.postgresConnString()
 		if err != nil {
 			return config{}, err
@@ -502,13 +502,13 @@ func (o options) resolve(s *flagSet) (config, error) {
 		c.Leader = o.Leader
 		c.Leader.ConnString, c.Leader.Slot = conn, c.Slot.Slot
 	}
-	if s.has("kafka-brokers") {
+	if s.Has("kafka-brokers") {
 		if c.Sink, err = o.sinkConfig(); err != nil {
 			return config{}, err
 		}
 	}
 	c.Relay = o.Relay
-	if s.has("retention") {
+	if s.Has("retention") {
 		c.Retention = o.retentionConfig(c.Schema)
 	}
 	return c, nil
