@@ -7,7 +7,7 @@
 #   scripts/faults.sh [GO_TEST_ARGS...]
 #
 # starts the private rig, runs
-#   cd test; scripts/gotest.sh faults -v -tags faults -race -count=1 -p 1 -timeout 40m [GO_TEST_ARGS...] ./faults
+#   cd test; scripts/gotest.sh faults -v -tags faults -race -count=1 -p 1 -parallel N -timeout 40m [GO_TEST_ARGS...] ./faults
 # against it, stops it (and removes its data) however the run ends, and exits
 # as the test run did (1 if the rig did not start).
 #
@@ -20,6 +20,9 @@
 #   WALRELAY_FAULTS_KAFKA_PORT
 #                             its Kafka ports: broker, then the next three for the controller,
 #                             the PROXIED listener and the port it is advertised at (default 59170)
+#   WALRELAY_FAULTS_PARALLEL  N above: the suite's parallel tests (those whose faults hit only
+#                             their own relays, proxies or servers) run N at a time, after the
+#                             ones that stop or restart the rig's services (default 2)
 #   WALRELAY_FAULTS_KEEP=1    leave the private rig running afterwards (to look at it; stop it
 #                             with the same environment and scripts/rig.sh stop --purge)
 # Every other knob of the rig's (WALRELAY_PG_*, WALRELAY_KAFKA_*, WALRELAY_TEST_*) is replaced:
@@ -33,6 +36,7 @@ PRIV="${WALRELAY_FAULTS_RIG_DIR:-$SHARED/faults}"
 PG_PORT="${WALRELAY_FAULTS_PG_PORT:-55470}"
 KPORT="${WALRELAY_FAULTS_KAFKA_PORT:-59170}"
 KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
+PARALLEL="${WALRELAY_FAULTS_PARALLEL:-2}"
 
 log() { echo "faults.sh: $*" >&2; }
 die() { echo "faults.sh: ERROR: $*" >&2; exit 1; }
@@ -105,6 +109,6 @@ esac
   die "kafka.sh pid does not name the private broker"
 
 rc=0
-(cd test && "$REPO/scripts/gotest.sh" faults -v -tags faults -race -count=1 -p 1 -timeout 40m "$@" ./faults) || rc=$?
+(cd test && "$REPO/scripts/gotest.sh" faults -v -tags faults -race -count=1 -p 1 -parallel "$PARALLEL" -timeout 40m "$@" ./faults) || rc=$?
 log "fault suite: exit $rc"
 exit "$rc"
