@@ -58,9 +58,10 @@ test: vet rig-up
 	COMPAT_TESTS='$(COMPAT_TESTS)' PG_OTHERS='$(PG_OTHERS)' FUZZTIME='$(FUZZTIME)' GO='$(GO)' scripts/test.sh
 
 # The fault-injection suite: it kills and restarts the services, so it runs
-# alone and one test at a time, after the others.
-faults: rig-up
-	eval "$$(scripts/rig.sh env)"; cd test && $(GO) test -tags faults -race -count=1 -p 1 -timeout 40m -v ./faults
+# on a rig of its own (scripts/faults.sh), which it starts and stops; the
+# shared rig is not needed and not touched.
+faults:
+	GO='$(GO)' scripts/faults.sh
 
 # A longer soak of the same suite: more faults, more load, longer outages.
 CHAOS_SCALE ?= 5

@@ -28,8 +28,10 @@ ALONGSIDE="${WALRELAY_FAULTS_ALONGSIDE:-1}"
 # its failover tests are measured to keep their timing on two busy cores it
 # runs after them (0, the default).
 COMPAT_ALONGSIDE="${WALRELAY_COMPAT_ALONGSIDE:-0}"
-# Until the fault suite has services of its own it kills the rig's: then it
-# runs alone, after the others.
+# The fault suite kills, pauses and restarts services: beside the others only
+# on a rig of its own (scripts/faults.sh), else alone, after them, on the
+# rig's. WALRELAY_FAULTS_ALONGSIDE=0 runs it last on its own rig anyway (a
+# quieter machine for its timing bounds).
 [ -x scripts/faults.sh ] || ALONGSIDE=0
 
 export WALRELAY_TEST_REPORT_DIR="$REPO/.rig/test-report"

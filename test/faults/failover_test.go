@@ -18,6 +18,7 @@ import (
 // has is lost or out of order. (With the setting, test/e2e's TestFailover
 // requires none.)
 func TestFailoverWithoutSynchronizedStandbySlots(t *testing.T) {
+	parallel(t)
 	if pgserver.Major() < 17 {
 		t.Skipf("PostgreSQL %d has no failover slots: test/e2e's TestFailover covers it", pgserver.Major())
 	}

@@ -34,6 +34,7 @@ var killTypes = []string{"order", "customer"}
 // every duplicate repeats a message that was not confirmed when its fault
 // hit. WALRELAY_KILL_SEED replays the moments of an earlier run.
 func TestKillAtRandomMoments(t *testing.T) {
+	parallel(t)
 	began := time.Now()
 	n := scale(t)
 	seed := killSeed(t)
@@ -96,6 +97,7 @@ func TestKillAtRandomMoments(t *testing.T) {
 // up: nothing is lost, no aggregate is out of order, and the duplicates are
 // explained by the in-flight window at the kill.
 func TestKillAtFailpoints(t *testing.T) {
+	exclusive(t)
 	t.Run("after-ack", func(t *testing.T) { killUnderLoad(t, "after-ack@3") })
 	t.Run("after-status", func(t *testing.T) { killUnderLoad(t, "after-status@2") })
 	t.Run("publish-mid-transaction", killMidTransaction)

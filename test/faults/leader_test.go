@@ -187,6 +187,7 @@ func leaderQuiet(t *testing.T, n *leaderNode, d time.Duration) (before, after fl
 // must lead and move the slot's confirmed position within 15s, and the
 // killed one comes back as the new standby.
 func TestLeaderKilledUnderLoad(t *testing.T) {
+	parallel(t)
 	sc := scale(t)
 	f := harness.New(t, linkTypes...)
 	a := leaderStart(t, f, "A", true)
@@ -227,6 +228,7 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 // SIGCONT, the old leader must publish nothing more and step down (or
 // exit with an error).
 func TestLeaderPausedPastItsLease(t *testing.T) {
+	parallel(t)
 	sc := scale(t)
 	f := harness.New(t, linkTypes...)
 	lease := []string{"--leader-lease", "3s"}
@@ -285,6 +287,7 @@ func TestLeaderPausedPastItsLease(t *testing.T) {
 // tcp_user_timeout. Either way the old leader publishes nothing more, also
 // after the link is restored.
 func TestLeaderLosesNetwork(t *testing.T) {
+	parallel(t)
 	f := harness.New(t, linkTypes...)
 	proxy, proxied := linkPGProxy(t, f)
 	a := leaderStart(t, f, "A", true, "--postgres-url", proxied)

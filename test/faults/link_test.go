@@ -247,6 +247,7 @@ func linkStable[T comparable](d time.Duration, r *harness.Relay, fn func() T) (f
 // (longer than the lease, shorter than wal_sender_timeout) must not end the
 // process; afterwards the slot catches up. Nothing is lost or reordered.
 func TestReplicationLinkCutAndStalled(t *testing.T) {
+	parallel(t)
 	sc := scale(t)
 	f := harness.New(t, linkTypes...)
 	proxy, proxied := linkPGProxy(t, f)
@@ -313,6 +314,7 @@ func TestReplicationLinkCutAndStalled(t *testing.T) {
 // the fault are confirmed, neither the confirmed position nor the records in
 // Kafka move until the link is back. Then the slot catches up.
 func TestKafkaLinkCutAndStalled(t *testing.T) {
+	exclusive(t)
 	sc := scale(t)
 	proxied := rig.Env(t, "WALRELAY_TEST_KAFKA_PROXIED")
 	proxyAddr := rig.Env(t, "WALRELAY_TEST_KAFKA_PROXY")

@@ -351,6 +351,7 @@ func checkOutageUnpublished(t *testing.T, samples []metricSample, at outageTimes
 // TestMetricFigures checks the sums of the table on made-up samples: no
 // services needed.
 func TestMetricFigures(t *testing.T) {
+	parallel(t)
 	t0 := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	nan := math.NaN()
 	sample := func(s int, phase string, lag, oldest, published float64) metricSample {

@@ -48,6 +48,7 @@ const (
 // task is sent, nothing was sent for an unknown order, and the only extra
 // copies are the resends after the kill that followed a send.
 func TestNotifierExactlyOneEmail(t *testing.T) {
+	parallel(t)
 	began := time.Now()
 	f := harness.New(t, orderevents.AggregateType)
 	relay := f.Start()

@@ -42,6 +42,7 @@ const shopFailpoint = "inbox-after-commit@300"
 // one message per order, every message in Kafka, and exactly one
 // reservation per order, nothing missing.
 func TestShopBusinessOutcome(t *testing.T) {
+	parallel(t)
 	began := time.Now()
 	f := harness.New(t, orderevents.AggregateType)
 	ordersBin, warehouseBin := shopBuild(t)

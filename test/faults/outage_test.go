@@ -62,6 +62,7 @@ func outageLength(t *testing.T) time.Duration {
 // TestKafkaPausedUnderLoad freezes the broker (SIGSTOP) for the outage and
 // lets it go on (SIGCONT): connections stay open and requests time out.
 func TestKafkaPausedUnderLoad(t *testing.T) {
+	exclusive(t)
 	var pid int
 	outageKafka(t, "SIGSTOP",
 		func(t *testing.T) {
@@ -76,6 +77,7 @@ func TestKafkaPausedUnderLoad(t *testing.T) {
 // TestKafkaKilledUnderLoad kills the broker (SIGKILL) and starts it again
 // after the outage: connections are refused meanwhile.
 func TestKafkaKilledUnderLoad(t *testing.T) {
+	exclusive(t)
 	outageKafka(t, "SIGKILL",
 		func(t *testing.T) {
 			pid := rig.KafkaPid(t)
@@ -402,6 +404,7 @@ func outageRigScript(script string, args ...string) (string, error) {
 // mark the slot dirty, so the shutdown checkpoint does not save it; 17
 // does). So more is replayed: duplicates, never a loss.
 func TestPostgresRestartedUnderLoad(t *testing.T) {
+	exclusive(t)
 	for _, mode := range []string{"fast", "immediate"} {
 		t.Run(mode, func(t *testing.T) { outagePostgres(t, mode) })
 	}
