@@ -10,10 +10,11 @@
 #             (scripts/compat.sh, COMPAT_TESTS and PG_OTHERS from make)
 #   faults    the fault-injection suite, on services of its own
 #             (scripts/faults.sh), so that its outages hit nobody else
-# module and unit run together against the rig; compat beside them with
-# WALRELAY_COMPAT_ALONGSIDE=1, else after them; faults beside them when it
+# module and unit run together against the rig; faults beside them when it
 # has services of its own (scripts/faults.sh) and WALRELAY_FAULTS_ALONGSIDE
-# is 1 (the default), else last.
+# is 1 (the default), else last, alone; compat as soon as module and unit
+# ended (beside faults, the longest stage), or beside them from the start
+# with WALRELAY_COMPAT_ALONGSIDE=1.
 # Exit status 1 if any stage failed.
 set -euo pipefail
 
@@ -24,9 +25,9 @@ FUZZTIME="${FUZZTIME:-300000x}"
 COMPAT_TESTS="${COMPAT_TESTS:?set by make}"
 PG_OTHERS="${PG_OTHERS:?set by make}"
 ALONGSIDE="${WALRELAY_FAULTS_ALONGSIDE:-1}"
-# The compat set beside the main suites is WALRELAY_COMPAT_ALONGSIDE=1; until
-# its failover tests are measured to keep their timing on two busy cores it
-# runs after them (0, the default).
+# The compat set beside the main suites is WALRELAY_COMPAT_ALONGSIDE=1; by
+# default (0) it waits for them, so that its failover tests never share the
+# two cores with more than the fault suite.
 COMPAT_ALONGSIDE="${WALRELAY_COMPAT_ALONGSIDE:-0}"
 # The fault suite kills, pauses and restarts services: beside the others only
 # on a rig of its own (scripts/faults.sh), else alone, after them, on the
@@ -87,17 +88,23 @@ stage() {
   names+=("$name")
   echo "test.sh: $name started"
 }
-# finish waits for the stages started so far, printing each when it ends.
+# finish [NAME...] waits for the stages named (every stage started so far
+# when none is), printing each when it ends.
 finish() {
-  local i
+  local i left_pids=() left_names=()
   for i in "${!pids[@]}"; do
+    if [ "$#" -gt 0 ] && [[ " $* " != *" ${names[$i]} "* ]]; then
+      left_pids+=("${pids[$i]}")
+      left_names+=("${names[$i]}")
+      continue
+    fi
     wait "${pids[$i]}" || true
     echo "=== stage ${names[$i]}: exit $(cat "$STAGES/${names[$i]}.rc") after $(cat "$STAGES/${names[$i]}.secs") s"
     cat "$STAGES/${names[$i]}.log"
     echo "=== end of stage ${names[$i]}"
   done
-  pids=()
-  names=()
+  pids=("${left_pids[@]}")
+  names=("${left_names[@]}")
 }
 
 began=$SECONDS
@@ -109,11 +116,11 @@ fi
 if [ "$ALONGSIDE" = 1 ]; then
   stage faults
 fi
-finish
+finish module unit
 if [ "$COMPAT_ALONGSIDE" != 1 ]; then
   stage compat
-  finish
 fi
+finish
 if [ "$ALONGSIDE" != 1 ]; then
   stage faults
   finish
