@@ -13,7 +13,10 @@
 #                 starve the timing of the failover tests.
 #   GO            the go command (default go)
 #
-# Each version's cluster listens on 127.0.0.1:(55440 + version) in
+# Each version's cluster listens on 127.0.0.1:(25440 + version), below
+# Linux's ephemeral port range (32768-60999): it starts while other suites
+# run, whose client sockets and kernel-chosen test ports could hold any port
+# in that range at that moment. It lives in
 # $WALRELAY_RIG_DIR/pg-<version> and is removed afterwards. Each version's
 # output is printed whole when it ends; the exit status is 1 if any failed.
 set -euo pipefail
@@ -30,7 +33,7 @@ cd "$REPO"
 # one runs the set on version $1, its output in $RIG_DIR/compat-$1.log.
 one() {
   local v="$1" log="$RIG_DIR/compat-$1.log" rc=0
-  export PG_MAJOR="$v" WALRELAY_PG_DIR="$RIG_DIR/pg-$v" WALRELAY_PG_PORT="$((55440 + v))"
+  export PG_MAJOR="$v" WALRELAY_PG_DIR="$RIG_DIR/pg-$v" WALRELAY_PG_PORT="$((25440 + v))"
   {
     echo "=== PostgreSQL $v: compatibility set (127.0.0.1:$WALRELAY_PG_PORT)"
     if "$REPO/scripts/pg.sh" start; then

@@ -16,10 +16,13 @@
 #                             binaries and Kafka jars it fetched are reused from there, never
 #                             fetched again, and nothing else of it is touched
 #   WALRELAY_FAULTS_RIG_DIR   the private rig's state root (default $WALRELAY_RIG_DIR/faults)
-#   WALRELAY_FAULTS_PG_PORT   its PostgreSQL port (default 55470)
+#   WALRELAY_FAULTS_PG_PORT   its PostgreSQL port (default 25470)
 #   WALRELAY_FAULTS_KAFKA_PORT
 #                             its Kafka ports: broker, then the next three for the controller,
-#                             the PROXIED listener and the port it is advertised at (default 59170)
+#                             the PROXIED listener and the port it is advertised at (default 29170).
+#                             Both below the ephemeral port range (32768-60999): the suite
+#                             restarts these services mid-run, when a client socket of any
+#                             test could otherwise hold the port
 #   WALRELAY_FAULTS_PARALLEL  N above: the suite's parallel tests (those whose faults hit only
 #                             their own relays, proxies or servers) run N at a time, after the
 #                             ones that stop or restart the rig's services (default 2)
@@ -33,8 +36,8 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 SHARED="${WALRELAY_RIG_DIR:-$REPO/.rig}"
 PRIV="${WALRELAY_FAULTS_RIG_DIR:-$SHARED/faults}"
-PG_PORT="${WALRELAY_FAULTS_PG_PORT:-55470}"
-KPORT="${WALRELAY_FAULTS_KAFKA_PORT:-59170}"
+PG_PORT="${WALRELAY_FAULTS_PG_PORT:-25470}"
+KPORT="${WALRELAY_FAULTS_KAFKA_PORT:-29170}"
 KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
 PARALLEL="${WALRELAY_FAULTS_PARALLEL:-2}"
 
