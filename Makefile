@@ -65,8 +65,8 @@ faults:
 
 # A longer soak of the same suite: more faults, more load, longer outages.
 CHAOS_SCALE ?= 5
-chaos: rig-up
-	eval "$$(scripts/rig.sh env)"; cd test && WALRELAY_CHAOS_SCALE=$(CHAOS_SCALE) $(GO) test -tags faults -race -count=1 -p 1 -timeout 180m -v ./faults
+chaos:
+	WALRELAY_CHAOS_SCALE=$(CHAOS_SCALE) GO='$(GO)' scripts/faults.sh -timeout 180m
 
 # The compatibility set on every other supported PostgreSQL, each version
 # on a cluster of its own beside the rig's, COMPAT_JOBS (2) at a time,
