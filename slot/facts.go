@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/schema"
@@ -92,9 +94,70 @@ type serverSettings struct {
 	keepSize               *string // nil before PostgreSQL 13
 }
 
-// roleFacts are the role's attributes and its CONNECT privilege.
+// roleFacts are the role's attributes, its CONNECT privilege, its
+// membership of the providers' replication roles, and what the server said
+// to a replication connection opened as it: the verdict. The attributes
+// only explain it, as a managed server grants replication its own way
+// (RDS and Aurora by membership of rds_replication, the role's
+// rolreplication staying false).
 type roleFacts struct {
 	super, replication, connect bool
+	// providerRoles are the provider roles of providerReplicationRoles
+	// that exist on the server, each with whether the role is a member.
+	providerRoles map[string]bool
+	// probeErr is why a replication connection (IDENTIFY_SYSTEM) failed;
+	// nil when it worked.
+	probeErr error
+}
+
+// providerReplicationRoles are the roles through which a managed server
+// grants replication: on Amazon RDS and Aurora, rds_replication ("grants
+// permissions to manage logical slots and to stream data using logical
+// slots", AWS: Performing logical replication for Amazon RDS for
+// PostgreSQL).
+var providerReplicationRoles = []string{"rds_replication"}
+
+// providerRolesSQL lists which of $1 exist and whether current_user is a
+// member of each.
+const providerRolesSQL = `SELECT rolname, pg_has_role(current_user, oid, 'MEMBER') FROM pg_roles WHERE rolname = ANY($1)`
+
+// readProviderRoles reads which provider replication roles exist and
+// whether the role is a member of each.
+func readProviderRoles(ctx context.Context, conn *pgx.Conn) (map[string]bool, error) {
+	rows, err := conn.Query(ctx, providerRolesSQL, providerReplicationRoles)
+	if err != nil {
+		return nil, err
+	}
+	type membership struct {
+		Name   string
+		Member bool
+	}
+	ms, err := pgx.CollectRows(rows, pgx.RowToStructByPos[membership])
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, m := range ms {
+		out[m.Name] = m.Member
+	}
+	return out, nil
+}
+
+// probeReplication opens a replication connection as cfg says and runs
+// IDENTIFY_SYSTEM: whether the server lets this role replicate, whatever
+// its attributes say.
+func probeReplication(ctx context.Context, cfg *Config) error {
+	pc, err := cfg.pgConfig(true)
+	if err != nil {
+		return err
+	}
+	conn, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = pglogrepl.IdentifySystem(ctx, conn)
+	return err
 }
 
 // creatorFacts say whether the role may create the publication: CREATE
@@ -121,6 +184,12 @@ func readFacts(ctx context.Context, conn *pgx.Conn, cfg *Config) *facts {
 	f.settingsErr = conn.QueryRow(ctx, settingsSQL).Scan(&s.walLevel, &s.maxSlots, &s.maxSenders, &s.slotsUsed, &s.sendersUsed, &s.keepSize)
 	f.roleErr = conn.QueryRow(ctx, `SELECT rolsuper, rolreplication, has_database_privilege(current_database(), 'CONNECT')
 		FROM pg_roles WHERE rolname = current_user`).Scan(&f.role.super, &f.role.replication, &f.role.connect)
+	if f.roleErr == nil {
+		f.role.providerRoles, f.roleErr = readProviderRoles(ctx, conn)
+	}
+	if f.roleErr == nil {
+		f.role.probeErr = probeReplication(ctx, cfg)
+	}
 	f.tableExists, f.tableErr = tableExists(ctx, conn, cfg.Table)
 	if f.tableErr == nil && f.tableExists {
 		f.columns, f.columnsErr = readColumns(ctx, conn, cfg.Table)

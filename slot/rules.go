@@ -154,14 +154,53 @@ func replicationRule(f *facts) []check.Result {
 	switch {
 	case f.roleErr != nil:
 		return one(unreadable(name, f.roleErr))
-	case f.role.super:
+	case f.role.probeErr == nil && f.role.super:
 		return one(check.Warning(name, fmt.Sprintf("role %s runs as superuser", user),
 			"Use a role with REPLICATION only (owning the outbox table for `walrelay init`), not a superuser."))
-	case f.role.replication:
-		return one(check.Pass(name, fmt.Sprintf("role %s has REPLICATION", user)))
+	case f.role.probeErr == nil:
+		return one(check.Pass(name, fmt.Sprintf("role %s opens replication connections (%s)", user, f.role.grantedBy())))
 	}
-	return one(check.Failure(name, fmt.Sprintf("role %s has neither REPLICATION nor superuser", user),
-		fmt.Sprintf("As a superuser: ALTER ROLE %s REPLICATION.", schema.QuoteIdentifier(user))))
+	found := fmt.Sprintf("role %s cannot open a replication connection (%s): %s", user, f.role.grantedBy(), oneLineText(f.role.probeErr))
+	return one(check.Failure(name, found, f.role.replicationFix(user)))
+}
+
+// grantedBy says what of the role would let it replicate.
+func (r roleFacts) grantedBy() string {
+	var by []string
+	if r.super {
+		by = append(by, "superuser")
+	}
+	if r.replication {
+		by = append(by, "REPLICATION")
+	}
+	for _, p := range providerReplicationRoles {
+		if r.providerRoles[p] {
+			by = append(by, "member of "+p)
+		}
+	}
+	if len(by) == 0 {
+		return "neither REPLICATION nor superuser"
+	}
+	return strings.Join(by, ", ")
+}
+
+// replicationFix is how the role gets the right to replicate on the server
+// it is on: a managed server's own way where its roles show it (an RDS
+// user cannot ALTER ROLE ... REPLICATION), else the attribute; and when
+// the role has the right already, the server refused for another reason,
+// which its error says.
+func (r roleFacts) replicationFix(user string) string {
+	quoted := schema.QuoteIdentifier(user)
+	if member, rds := r.providerRoles["rds_replication"]; rds {
+		if !member {
+			return fmt.Sprintf("As the master user (rds_superuser): GRANT rds_replication TO %s. Logical replication also needs rds.logical_replication = 1 in the instance's (Aurora: the cluster's) parameter group, applied by a reboot.", quoted)
+		}
+		return "The role is a member of rds_replication: set rds.logical_replication = 1 in the instance's (Aurora: the cluster's) parameter group and reboot, or fix the cause in the error."
+	}
+	if r.super || r.replication {
+		return "The role may replicate, and the server refused the connection: fix the cause in the error (pg_hba.conf needs a line for the replication pseudo-database that admits this role, or max_wal_senders is used up)."
+	}
+	return fmt.Sprintf("As a superuser: ALTER ROLE %s REPLICATION.", quoted)
 }
 
 func connectRule(f *facts) []check.Result {
@@ -558,4 +597,10 @@ func syncStandbySlotsRule(f *facts) []check.Result {
 			"Name only the physical slots of live standbys (this server has: "+physical+"), and reload."))
 	}
 	return one(check.Pass(name, *v+": walrelay receives only WAL these standbys have"))
+}
+
+// oneLineText is err's text on one line (pgconn lists one line per address
+// it tried), for a check's found column.
+func oneLineText(err error) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ")), " ")
 }

@@ -70,7 +70,10 @@ func TestPreflightVerdictIsTheFirstFailure(t *testing.T) {
 		want   []string
 	}{
 		{"wal_level replica", func(f *facts) { f.settings.walLevel = "replica" }, "wal_level", []string{"wal_level: replica", "fix: Set wal_level = logical"}},
-		{"no REPLICATION", func(f *facts) { f.role.replication = false }, "role replication", []string{"ALTER ROLE"}},
+		{"no REPLICATION", func(f *facts) {
+			f.role.replication, f.role.probeErr = false, errors.New("must have the REPLICATION attribute")
+		}, "role replication",
+			[]string{"cannot open a replication connection (neither REPLICATION nor superuser): must have", "ALTER ROLE"}},
 		{"missing table, publication of another", func(f *facts) { f.tableExists = false; f.pub.Tables = nil }, "outbox table", []string{"public.outbox does not exist", SettingTable}},
 		{"aggregate type column missing", func(f *facts) { f.columns = slices.Delete(f.columns, 1, 2) }, "table columns",
 			[]string{`table columns: column "aggregate_type" is missing from public.outbox; fix: set schema.Columns.AggregateType to its column, or ` + decoder.SettingAggregateTypeDefault + " to a constant."}},
@@ -318,5 +321,56 @@ func TestColumnsRule(t *testing.T) {
 	f.tableExists, f.columns = false, nil
 	if rs := columnsRule(f); len(rs) != 0 {
 		t.Errorf("missing table: got %+v; want nothing (the outbox table rule says it)", rs)
+	}
+}
+
+// The right to replicate is what the server allows: a role without the
+// REPLICATION attribute whose replication connection works passes (RDS
+// grants it by membership of rds_replication), and a refused one gets the
+// fix of the server it is on: on RDS the GRANT and the parameter group,
+// never ALTER ROLE, which an RDS user cannot run.
+func TestReplicationRuleJudgesTheProbe(t *testing.T) {
+	refused := errors.New(`FATAL: must be superuser or replication role to start walsender (SQLSTATE 42501)`)
+	for _, tc := range []struct {
+		name    string
+		role    roleFacts
+		status  check.Status
+		want    []string
+		notWant string
+	}{
+		{"rds member, probe works", roleFacts{connect: true, providerRoles: map[string]bool{"rds_replication": true}},
+			check.OK, []string{"opens replication connections (member of rds_replication)"}, ""},
+		{"rds, not a member", roleFacts{connect: true, providerRoles: map[string]bool{"rds_replication": false}, probeErr: refused},
+			check.Fail, []string{"must be superuser or replication role", "GRANT rds_replication TO \"relay\"", "rds.logical_replication = 1"}, "ALTER ROLE"},
+		{"rds member, logical replication off", roleFacts{connect: true, providerRoles: map[string]bool{"rds_replication": true}, probeErr: refused},
+			check.Fail, []string{"member of rds_replication", "rds.logical_replication = 1"}, "ALTER ROLE"},
+		{"self-managed, no attribute", roleFacts{connect: true, probeErr: refused},
+			check.Fail, []string{"neither REPLICATION nor superuser", "ALTER ROLE \"relay\" REPLICATION"}, "rds_"},
+		{"attribute, refused by pg_hba", roleFacts{replication: true, connect: true, probeErr: errors.New("no pg_hba.conf entry for replication connection")},
+			check.Fail, []string{"(REPLICATION): no pg_hba.conf entry", "pg_hba.conf needs a line"}, "ALTER ROLE"},
+		{"attribute, probe works", roleFacts{replication: true, connect: true},
+			check.OK, []string{"opens replication connections (REPLICATION)"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := goodFacts()
+			f.role = tc.role
+			rs := replicationRule(f)
+			if len(rs) != 1 {
+				t.Fatalf("%d results; want 1", len(rs))
+			}
+			r := rs[0]
+			text := r.Found + " | " + r.Fix
+			if r.Status != tc.status {
+				t.Errorf("status %s; want %s (%s)", r.Status, tc.status, text)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("%q does not say %q", text, w)
+				}
+			}
+			if tc.notWant != "" && strings.Contains(text, tc.notWant) {
+				t.Errorf("%q says %q", text, tc.notWant)
+			}
+		})
 	}
 }
