@@ -119,7 +119,7 @@ func (sf serverFacts) head() []string {
 	if sf.versionNum >= 180000 {
 		h = append(h, "idle_replication_slot_timeout=ok")
 	}
-	return append(h, "role replication="+sf.roleStatus, "database connect=ok", "outbox table=ok", "table columns=ok")
+	return append(h, "role replication="+sf.roleStatus, "lock session=ok", "database connect=ok", "outbox table=ok", "table columns=ok")
 }
 
 // failover is the result on the slot's failover flag: none before

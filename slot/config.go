@@ -3,8 +3,10 @@ package slot
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/decoder"
@@ -14,9 +16,16 @@ import (
 // Config says where the slot is and how to talk to the server.
 type Config struct {
 	// ConnString is a PostgreSQL URL or keyword/value string for the
-	// database that holds the outbox table. Required. walrelay adds
-	// replication=database itself for the replication connection.
+	// database that holds the outbox table: walrelay's SQL (the facts,
+	// dead letters, topics, recover's reads, prune) goes there, and may go
+	// through a transaction pooler. Required.
 	ConnString string
+	// ReplicationConnString is where the replication stream, the slot's
+	// commands and the leader's lock session go: a direct endpoint of the
+	// same database, never a transaction pooler. walrelay adds
+	// replication=database itself for the replication connection.
+	// Defaults to ConnString.
+	ReplicationConnString string
 	// Slot is the logical replication slot. Defaults to "walrelay".
 	Slot string
 	// Publication and Table name the outbox contract. Required.
@@ -133,30 +142,93 @@ func (c *Config) decoderConfig() decoder.Config {
 	return decoder.Config{Table: c.Table, Columns: cols, AggregateTypeDefault: c.AggregateTypeDefault}
 }
 
-// pgConfig parses ConnString, applying ConnectTimeout when it sets none.
-// replication adds replication=database.
+// pgConfig parses ConnString, or for replication ReplicationConnString,
+// applying ConnectTimeout when it sets none. replication adds
+// replication=database and the replication session's settings.
 func (c *Config) pgConfig(replication bool) (*pgconn.Config, error) {
-	pc, err := pgconn.ParseConfig(c.ConnString)
+	if !replication {
+		cc, err := c.sqlConfig()
+		if err != nil {
+			return nil, err
+		}
+		return &cc.Config, nil
+	}
+	cc, err := c.parse(c.replicationURL())
+	if err != nil {
+		return nil, err
+	}
+	pc := &cc.Config
+	// XLogData's own header is 25 bytes; leave room for it and the
+	// pgoutput message's framing.
+	pc.MaxProtocolMessageBodyLen = c.MaxMessageBytes + 4096
+	pc.RuntimeParams["replication"] = "database"
+	// pgoutput sends values as the walsender's output functions print
+	// them: pin the forms the decoder reads, whatever the server's or
+	// role's defaults say.
+	pc.RuntimeParams["DateStyle"] = "ISO"
+	pc.RuntimeParams["bytea_output"] = "hex"
+	return pc, nil
+}
+
+// LockConnString is where a session that must stay one server backend
+// goes (the leader's lock): the replication URL, which no transaction
+// pooler can carry.
+func (c Config) LockConnString() string {
+	return c.replicationURL()
+}
+
+// sessionConfig is a normal connection to the replication URL's server:
+// the servers that hold the slot (the standbys' facts), and a session that
+// must be one server backend (the lock, verified by SharedSession).
+func (c *Config) sessionConfig() (*pgx.ConnConfig, error) {
+	cc, err := c.parse(c.replicationURL())
+	if err != nil {
+		return nil, err
+	}
+	cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+	return cc, nil
+}
+
+func (c *Config) replicationURL() string {
+	if c.ReplicationConnString != "" {
+		return c.ReplicationConnString
+	}
+	return c.ConnString
+}
+
+// sqlConfig is ConnString for walrelay's SQL, in a form a transaction
+// pooler (PgBouncer, Supavisor) carries: pgx's exec mode, one round trip
+// of the extended protocol with the unnamed statement, never a named
+// prepared statement, which a pooler may hand to another client's server
+// connection ("prepared statement ... already exists"). A URL that sets
+// default_query_exec_mode keeps its own.
+func (c *Config) sqlConfig() (*pgx.ConnConfig, error) {
+	cc, err := c.parse(c.ConnString)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(c.ConnString, "default_query_exec_mode") {
+		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	return cc, nil
+}
+
+// parse parses a connection string as pgx does, so that pgx's own keys
+// (default_query_exec_mode, the statement cache sizes) are read here and
+// not sent to the server as startup parameters, which a pooler refuses
+// ("unsupported startup parameter"). It applies ConnectTimeout when the
+// string sets none and names the session walrelay.
+func (c *Config) parse(s string) (*pgx.ConnConfig, error) {
+	cc, err := pgx.ParseConfig(s)
 	if err != nil {
 		// pgconn's parse errors can quote the URL, password included.
 		return nil, ParseError(err)
 	}
-	if pc.ConnectTimeout == 0 {
-		pc.ConnectTimeout = c.ConnectTimeout
+	if cc.ConnectTimeout == 0 {
+		cc.ConnectTimeout = c.ConnectTimeout
 	}
-	if replication {
-		// XLogData's own header is 25 bytes; leave room for it and the
-		// pgoutput message's framing.
-		pc.MaxProtocolMessageBodyLen = c.MaxMessageBytes + 4096
-		pc.RuntimeParams["replication"] = "database"
-		// pgoutput sends values as the walsender's output functions print
-		// them: pin the forms the decoder reads, whatever the server's or
-		// role's defaults say.
-		pc.RuntimeParams["DateStyle"] = "ISO"
-		pc.RuntimeParams["bytea_output"] = "hex"
-	}
-	pc.RuntimeParams["application_name"] = "walrelay"
-	return pc, nil
+	cc.RuntimeParams["application_name"] = "walrelay"
+	return cc, nil
 }
 
 // ParseError is a connection string's parse error as walrelay reports it:

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/schema"
@@ -57,6 +55,11 @@ type facts struct {
 
 	ha    haFacts
 	haErr error
+
+	conn connFacts
+
+	// provider is who runs the server, as its roles and settings show.
+	provider provider
 }
 
 // haFacts are what a failover depends on: whether the server is a
@@ -143,23 +146,6 @@ func readProviderRoles(ctx context.Context, conn *pgx.Conn) (map[string]bool, er
 	return out, nil
 }
 
-// probeReplication opens a replication connection as cfg says and runs
-// IDENTIFY_SYSTEM: whether the server lets this role replicate, whatever
-// its attributes say.
-func probeReplication(ctx context.Context, cfg *Config) error {
-	pc, err := cfg.pgConfig(true)
-	if err != nil {
-		return err
-	}
-	conn, err := pgconn.ConnectConfig(ctx, pc)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = pglogrepl.IdentifySystem(ctx, conn)
-	return err
-}
-
 // creatorFacts say whether the role may create the publication: CREATE
 // PUBLICATION takes owning the table (or a role that does) and CREATE on
 // the database.
@@ -187,9 +173,14 @@ func readFacts(ctx context.Context, conn *pgx.Conn, cfg *Config) *facts {
 	if f.roleErr == nil {
 		f.role.providerRoles, f.roleErr = readProviderRoles(ctx, conn)
 	}
-	if f.roleErr == nil {
-		f.role.probeErr = probeReplication(ctx, cfg)
+	f.conn.separate = cfg.ReplicationConnString != "" && cfg.ReplicationConnString != cfg.ConnString
+	f.role.probeErr = probeReplication(ctx, cfg, &f.conn)
+	if f.conn.separate {
+		// Unreadable where pg_control_system is revoked: the database names
+		// are compared then.
+		_ = conn.QueryRow(ctx, "SELECT system_identifier::text FROM pg_control_system()").Scan(&f.conn.sqlSystem)
 	}
+	readSession(ctx, cfg, &f.conn)
 	f.tableExists, f.tableErr = tableExists(ctx, conn, cfg.Table)
 	if f.tableErr == nil && f.tableExists {
 		f.columns, f.columnsErr = readColumns(ctx, conn, cfg.Table)

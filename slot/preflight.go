@@ -74,18 +74,13 @@ func firstFailure(results []check.Result) error {
 
 // connect opens a normal (non-replication) connection for the preflight.
 func connect(ctx context.Context, cfg *Config) (*pgx.Conn, error) {
-	pc, err := cfg.pgConfig(false)
+	cc, err := cfg.sqlConfig()
 	if err != nil {
 		return nil, err
 	}
-	cc, err := pgx.ParseConfig("")
-	if err != nil {
-		return nil, fmt.Errorf("build postgres config: %w", err)
-	}
-	cc.Config = *pc
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return nil, fmt.Errorf("connect to postgres %s:%d: %w", pc.Host, pc.Port, err)
+		return nil, fmt.Errorf("connect to postgres %s:%d: %w", cc.Host, cc.Port, err)
 	}
 	return conn, nil
 }
@@ -289,7 +284,7 @@ func OpenPool(cfg Config, maxConns int) (*pgxpool.Pool, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	pc, err := cfg.pgConfig(false)
+	cc, err := cfg.sqlConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -297,11 +292,11 @@ func OpenPool(cfg Config, maxConns int) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build postgres pool config: %w", err)
 	}
-	pcfg.ConnConfig.Config = *pc
+	pcfg.ConnConfig = cc
 	pcfg.MaxConns = int32(maxConns)
 	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres pool to %s:%d: %w", pc.Host, pc.Port, err)
+		return nil, fmt.Errorf("open postgres pool to %s:%d: %w", cc.Host, cc.Port, err)
 	}
 	return pool, nil
 }

@@ -32,7 +32,7 @@ type rule func(*facts) []check.Result
 var (
 	versionRules     = []rule{versionRule, primaryRule}
 	settingRules     = []rule{walLevelRule, slotsRule, sendersRule, keepSizeRule, idleTimeoutRule}
-	roleRules        = []rule{replicationRule, connectRule}
+	roleRules        = []rule{replicationRule, replicationURLRule, sessionRule, connectRule}
 	tableRules       = []rule{tableRule, columnsRule}
 	publicationRules = []rule{publicationRule, creatorRule, insertsRule, coversRule, scopeRule}
 	recoveryRules    = []rule{recoveryRule}
@@ -159,6 +159,11 @@ func replicationRule(f *facts) []check.Result {
 			"Use a role with REPLICATION only (owning the outbox table for `walrelay init`), not a superuser."))
 	case f.role.probeErr == nil:
 		return one(check.Pass(name, fmt.Sprintf("role %s opens replication connections (%s)", user, f.role.grantedBy())))
+	case pooledRefusal(f.role.probeErr):
+		return one(check.Failure(name,
+			fmt.Sprintf("the replication connection to %s was refused by a connection pooler: %s", f.cfg.hostPort(f.cfg.replicationURL()), oneLineText(f.role.probeErr)),
+			"Point "+SettingReplicationConnString+" at the database's direct endpoint, which carries the replication stream; "+
+				SettingConnString+" may stay on the pooler for walrelay's SQL."+f.provider.directEndpoint()))
 	}
 	found := fmt.Sprintf("role %s cannot open a replication connection (%s): %s", user, f.role.grantedBy(), oneLineText(f.role.probeErr))
 	return one(check.Failure(name, found, f.role.replicationFix(user)))

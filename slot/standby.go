@@ -71,10 +71,11 @@ func hostAddrs(host string, port uint16) []string {
 // with sync_replication_slots, hot_standby_feedback and primary_slot_name,
 // holding a synced, persistent copy of the slot.
 func checkStandbys(ctx context.Context, cfg *Config, reached, slot string) []check.Result {
-	pc, err := cfg.pgConfig(false)
+	cc, err := cfg.sessionConfig()
 	if err != nil {
 		return nil
 	}
+	pc := &cc.Config
 	var out []check.Result
 	for _, fb := range standbyAddrs(pc, reached) {
 		out = append(out, standbyResult(readStandby(ctx, pc, fb, slot)))

@@ -19,6 +19,7 @@ import (
 // log) speaks of its flags.
 var settingFlags = [][2]string{
 	{slot.SettingConnString, "--postgres-url"},
+	{slot.SettingReplicationConnString, "--replication-url"},
 	{slot.SettingSlot, "--slot"},
 	{slot.SettingTable, "--table"},
 	{slot.SettingMaxMessageBytes, "--max-wal-message-bytes"},

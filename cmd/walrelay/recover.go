@@ -39,7 +39,7 @@ func runBackfill(verb string, args []string, stdout, stderr io.Writer, fn func(c
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
-	if err := warnPostgresTLS(log, c.Slot.ConnString); err != nil {
+	if err := warnPostgresTLS(log, c.Slot); err != nil {
 		return err
 	}
 	return fn(c, log)

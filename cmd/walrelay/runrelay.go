@@ -37,7 +37,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Warn("discarding build: messages are NOT published (built with -tags walrelay_discard, for benchmarks only)")
 	}
 	memLimit, memLimitSet := memlimit.Apply(os.Getenv, c.Sink.MaxInFlightBytes)
-	if err := warnPostgresTLS(log, c.Slot.ConnString); err != nil {
+	if err := warnPostgresTLS(log, c.Slot); err != nil {
 		return err
 	}
 	p, err := buildProcess(c, log)

@@ -27,6 +27,7 @@ import (
 // file names), which resolve turns into configurations once.
 type options struct {
 	PostgresURL     string
+	ReplicationURL  string
 	Postgres        slot.ConnParams // the flags that amend --postgres-url
 	KafkaBrokers    string
 	Table           string
@@ -290,6 +291,7 @@ func streamFlags(s *flagSet, o *options) {
 func postgresFlags(s *flagSet, o *options) {
 	s.Group("PostgreSQL connection")
 	s.Secret(&o.PostgresURL, "postgres-url", "PostgreSQL URL of the database holding the outbox table, e.g. postgres://user@host:5432/db?sslmode=verify-full (its password is never shown)", slot.RedactConnString)
+	s.Secret(&o.ReplicationURL, "replication-url", "PostgreSQL URL of the same database's direct endpoint, for the replication stream, the slot and the leader's lock, when --postgres-url goes through a transaction pooler (PgBouncer, Supavisor, Neon's -pooler host); defaults to --postgres-url", slot.RedactConnString)
 	p := &o.Postgres
 	s.Str(&p.SSLMode, "postgres-sslmode", "sslmode: disable, allow, prefer, require, verify-ca or verify-full (only verify-full checks that the server is the one named); overrides the URL's")
 	s.Str(&p.SSLRootCert, "postgres-sslrootcert", "file of the CA certificates that sign the server's certificate, or system; overrides the URL's")
@@ -490,8 +492,13 @@ func (o options) resolve(s *flagSet) (config, error) {
 		if err != nil {
 			return config{}, err
 		}
+		repl, err := o.replicationConnString()
+		if err != nil {
+			return config{}, err
+		}
 		c.Slot = o.Slot
-		c.Slot.ConnString, c.Slot.Table, c.Slot.Publication = conn, c.Schema.Table, c.Schema.Publication
+		c.Slot.ConnString, c.Slot.ReplicationConnString = conn, repl
+		c.Slot.Table, c.Slot.Publication = c.Schema.Table, c.Schema.Publication
 		c.Slot.Recoveries = c.Schema.RecoveryTable() // beside the dead-letter table, wherever that is
 		c.Slot.Columns, c.Slot.AggregateTypeDefault = c.Decoder.Columns, c.Decoder.AggregateTypeDefault
 		if err := schema.ValidateSlotName(c.Slot.Slot); err != nil {
@@ -500,7 +507,7 @@ func (o options) resolve(s *flagSet) (config, error) {
 		c.Monitor = o.Monitor
 		c.Monitor.Config = c.Slot
 		c.Leader = o.Leader
-		c.Leader.ConnString, c.Leader.Slot = conn, c.Slot.Slot
+		c.Leader.ConnString, c.Leader.Slot = c.Slot.LockConnString(), c.Slot.Slot
 	}
 	if s.Has("kafka-brokers") {
 		if c.Sink, err = o.sinkConfig(); err != nil {
@@ -524,9 +531,28 @@ func (o options) postgresConnString() (string, error) {
 	return conn, flagged(err)
 }
 
-// warnPostgresTLS is slot.WarnUnverifiedTLS, for run.
-func warnPostgresTLS(log *zap.Logger, connString string) error {
-	return slot.WarnUnverifiedTLS(log, connString)
+// replicationConnString is --replication-url amended as --postgres-url is,
+// or "" when it is not set (slot.Config then uses --postgres-url).
+func (o options) replicationConnString() (string, error) {
+	if o.ReplicationURL == "" {
+		return "", nil
+	}
+	conn, err := o.Postgres.Apply(o.ReplicationURL)
+	if err != nil {
+		return "", fmt.Errorf("--replication-url: %w", flagged(err))
+	}
+	return conn, nil
+}
+
+// warnPostgresTLS is slot.WarnUnverifiedTLS, for run, of each URL.
+func warnPostgresTLS(log *zap.Logger, c slot.Config) error {
+	if err := slot.WarnUnverifiedTLS(log, c.ConnString); err != nil {
+		return err
+	}
+	if c.ReplicationConnString == "" {
+		return nil
+	}
+	return slot.WarnUnverifiedTLS(log, c.ReplicationConnString)
 }
 
 // schemaConfig validates the names of the outbox contract.

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/internal/backoff"
+	"github.com/walrelay/walrelay/slot"
 )
 
 // Elector campaigns for the leadership of one slot. Run drives it; Check
@@ -110,6 +111,17 @@ func (e *Elector) session(ctx context.Context, lead func(context.Context) error,
 	lk, err := identify(ctx, conn, e.cfg.Slot)
 	if err != nil {
 		return err
+	}
+	// Behind a transaction pooler the lock would be held by a server
+	// connection other clients then use: no lock at all. That is a setup
+	// to fix, not a fault to retry.
+	shared, err := slot.SharedSession(ctx, e.pg, lk.pid)
+	if err != nil {
+		return fmt.Errorf("verify lock session: %w", err)
+	}
+	if shared {
+		return &leadFailure{err: fmt.Errorf("the leader lock session to %s:%d shares its server backend (pid %d) with other clients: a transaction pooler, where the lock would not hold; point %s at the database's direct endpoint",
+			e.pg.Host, e.pg.Port, lk.pid, slot.SettingReplicationConnString)}
 	}
 	sb.connected(e.log)
 	sent, err := e.campaign(ctx, conn, lk, sb)
