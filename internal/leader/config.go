@@ -1,12 +1,17 @@
 package leader
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/slot"
@@ -81,7 +86,10 @@ func (c *Config) checkTimeout() time.Duration {
 	return c.CheckInterval * 4 / 5
 }
 
-// pgConfig parses ConnString and adds the lock session's settings.
+// pgConfig parses ConnString and adds the lock session's settings. They
+// are SET once connected, not sent as startup parameters: a session
+// pooler (PgBouncer) refuses every startup parameter but a few
+// ("unsupported startup parameter"), and the lock may be held through one.
 func (c *Config) pgConfig() (*pgx.ConnConfig, error) {
 	pc, err := pgx.ParseConfig(c.ConnString)
 	if err != nil {
@@ -90,10 +98,30 @@ func (c *Config) pgConfig() (*pgx.ConnConfig, error) {
 	if pc.ConnectTimeout == 0 {
 		pc.ConnectTimeout = connectTimeout
 	}
-	for k, v := range sessionParams(c.LeaseTimeout, c.RetryInterval) {
-		pc.RuntimeParams[k] = v
+	pc.RuntimeParams["application_name"] = ApplicationName
+	set := setSQL(sessionParams(c.LeaseTimeout, c.RetryInterval))
+	after := pc.AfterConnect
+	pc.AfterConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
+		if after != nil {
+			if err := after(ctx, conn); err != nil {
+				return err
+			}
+		}
+		if err := conn.Exec(ctx, set).Close(); err != nil {
+			return fmt.Errorf("set the lock session's settings: %w", err)
+		}
+		return nil
 	}
 	return pc, nil
+}
+
+// setSQL is one SET per setting, in name order.
+func setSQL(params map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		fmt.Fprintf(&b, "SET %s = '%s'; ", k, params[k])
+	}
+	return b.String()
 }
 
 // sessionParams are the lock session's server settings. The TCP ones make
@@ -114,7 +142,6 @@ func sessionParams(lease, retry time.Duration) map[string]string {
 	userTimeout := max(10*time.Second, 2*lease)
 	idleSession := 2 * max(lease, retry)
 	return map[string]string{
-		"application_name":        ApplicationName,
 		"tcp_keepalives_idle":     strconv.Itoa(idle),
 		"tcp_keepalives_interval": "2",
 		"tcp_keepalives_count":    "3",

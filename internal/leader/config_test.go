@@ -17,17 +17,13 @@ func TestNewDefaults(t *testing.T) {
 	if c.RetryInterval != 2*time.Second || c.CheckInterval != time.Second || c.LeaseTimeout != 5*time.Second {
 		t.Errorf("defaults: got retry %s, check %s, lease %s; want 2s, 1s, 5s", c.RetryInterval, c.CheckInterval, c.LeaseTimeout)
 	}
-	want := map[string]string{
-		"application_name":        "walrelay-leader",
-		"tcp_keepalives_idle":     "5",
-		"tcp_keepalives_interval": "2",
-		"tcp_keepalives_count":    "3",
-		"tcp_user_timeout":        "10000",
+	// The session's settings are SET once connected (TestSessionSettingsReachServer):
+	// as startup parameters a session pooler would refuse them.
+	if len(e.pg.RuntimeParams) != 1 || e.pg.RuntimeParams["application_name"] != "walrelay-leader" {
+		t.Errorf("startup parameters: got %v; want application_name=walrelay-leader alone", e.pg.RuntimeParams)
 	}
-	for k, v := range want {
-		if got := e.pg.RuntimeParams[k]; got != v {
-			t.Errorf("runtime param %s: got %q; want %q", k, got, v)
-		}
+	if want := "SET idle_session_timeout = '10000'; SET tcp_keepalives_count = '3'; SET tcp_keepalives_idle = '5'; SET tcp_keepalives_interval = '2'; SET tcp_user_timeout = '10000'; "; setSQL(sessionParams(5*time.Second, 2*time.Second)) != want {
+		t.Errorf("session settings: got %q; want %q", setSQL(sessionParams(5*time.Second, 2*time.Second)), want)
 	}
 	if e.Check() == nil {
 		t.Errorf("Check before Run: got nil; want ErrNotLeader")
