@@ -183,9 +183,10 @@ port_open() {
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# It answers: a query through walrelay_tx reaches PostgreSQL and comes back.
+# It answers: a query through walrelay_tx reaches PostgreSQL and comes back. (With PostgreSQL
+# down, pgbouncer holds a query for query_wait_timeout, 120s by default: hence timeout 5.)
 answers() {
-  [ "$(PGCONNECT_TIMEOUT=3 "$CLIENTBIN/psql" -X -At -w "$TX_URL" -c 'SELECT 1' 2>/dev/null)" = 1 ]
+  [ "$(PGCONNECT_TIMEOUT=3 timeout 5 "$CLIENTBIN/psql" -X -At -w "$TX_URL" -c 'SELECT 1' 2>/dev/null)" = 1 ]
 }
 
 # wait_ready [LOG_OFFSET]: until it answers. What it logged after LOG_OFFSET bytes fails at once:
@@ -274,9 +275,13 @@ cmd_stop() {
 
 cmd_status() {
   local pid
-  if pid="$(live_pid)" && answers; then
-    echo "pgbouncer: running (pid $pid) on 127.0.0.1:$PORT, walrelay_tx and walrelay_session -> $PG_HOST:$PG_PORT/$PG_DB, state $STATE"
-    return 0
+  if pid="$(live_pid)"; then
+    if answers; then
+      echo "pgbouncer: running (pid $pid) on 127.0.0.1:$PORT, walrelay_tx and walrelay_session -> $PG_HOST:$PG_PORT/$PG_DB, state $STATE"
+      return 0
+    fi
+    echo "pgbouncer: running (pid $pid) on 127.0.0.1:$PORT but not answering: is PostgreSQL ($PG_HOST:$PG_PORT) up?"
+    return 3
   fi
   echo "pgbouncer: not running (state $STATE)"
   return 3
