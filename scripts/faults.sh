@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The fault-injection suite (test/faults) on a rig of its own: a private
-# PostgreSQL and Kafka that the suite may kill, pause and restart without
-# touching the rig the other suites share, so that make test can run it
-# beside them (scripts/test.sh, WALRELAY_FAULTS_ALONGSIDE).
+# PostgreSQL, PgBouncer and Kafka that the suite may kill, pause and restart
+# without touching the rig the other suites share, so that make test can run
+# it beside them (scripts/test.sh, WALRELAY_FAULTS_ALONGSIDE).
 #
 #   scripts/faults.sh [GO_TEST_ARGS...]
 #
@@ -23,12 +23,15 @@
 #                             Both below the ephemeral port range (32768-60999): the suite
 #                             restarts these services mid-run, when a client socket of any
 #                             test could otherwise hold the port
+#   WALRELAY_FAULTS_PGBOUNCER_PORT
+#                             its PgBouncer's port (default 26433; the shared rig's is 26432)
 #   WALRELAY_FAULTS_PARALLEL  N above: the suite's parallel tests (those whose faults hit only
 #                             their own relays, proxies or servers) run N at a time, after the
 #                             ones that stop or restart the rig's services (default 2)
 #   WALRELAY_FAULTS_KEEP=1    leave the private rig running afterwards (to look at it; stop it
 #                             with the same environment and scripts/rig.sh stop --purge)
-# Every other knob of the rig's (WALRELAY_PG_*, WALRELAY_KAFKA_*, WALRELAY_TEST_*) is replaced:
+# Every other knob of the rig's (WALRELAY_PG_*, WALRELAY_PGBOUNCER_*, WALRELAY_KAFKA_*,
+# WALRELAY_TEST_*) is replaced:
 # the suite must see the private rig only.
 set -euo pipefail
 
@@ -38,6 +41,7 @@ SHARED="${WALRELAY_RIG_DIR:-$REPO/.rig}"
 PRIV="${WALRELAY_FAULTS_RIG_DIR:-$SHARED/faults}"
 PG_PORT="${WALRELAY_FAULTS_PG_PORT:-25470}"
 KPORT="${WALRELAY_FAULTS_KAFKA_PORT:-29170}"
+BPORT="${WALRELAY_FAULTS_PGBOUNCER_PORT:-26433}"
 KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
 PARALLEL="${WALRELAY_FAULTS_PARALLEL:-2}"
 
@@ -51,18 +55,20 @@ PRIV="$(cd "$PRIV" && pwd)"
 [ "$PRIV" != "$SHARED" ] || die "WALRELAY_FAULTS_RIG_DIR is the shared rig's folder ($SHARED)"
 case "$PG_PORT" in 55432) die "WALRELAY_FAULTS_PG_PORT is the shared rig's port" ;; esac
 case "$KPORT" in 5909[0-5] | 5908[9]) die "WALRELAY_FAULTS_KAFKA_PORT overlaps the shared rig's ports" ;; esac
+case "$BPORT" in 26432) die "WALRELAY_FAULTS_PGBOUNCER_PORT is the shared rig's port" ;; esac
 
 # Nothing of the caller's rig environment leaks into the private rig's (but
 # the report folder of scripts/test.sh's run, which gotest.sh writes to).
 report="${WALRELAY_TEST_REPORT_DIR:-}"
 while IFS= read -r v; do
   unset "$v"
-done < <(compgen -e | grep -E '^(WALRELAY_TEST_|WALRELAY_PG_|WALRELAY_KAFKA_)' || true)
+done < <(compgen -e | grep -E '^(WALRELAY_TEST_|WALRELAY_PG_|WALRELAY_PGBOUNCER_|WALRELAY_KAFKA_)' || true)
 unset PG_MAJOR PG_VERSION
 [ -z "$report" ] || export WALRELAY_TEST_REPORT_DIR="$report"
 export KAFKA_VERSION
 export WALRELAY_RIG_DIR="$PRIV"
 export WALRELAY_PG_PORT="$PG_PORT"
+export WALRELAY_PGBOUNCER_PORT="$BPORT"
 export WALRELAY_KAFKA_PORT="$KPORT"
 export WALRELAY_KAFKA_CONTROLLER_PORT="$((KPORT + 1))"
 export WALRELAY_KAFKA_PROXIED_PORT="$((KPORT + 2))"
@@ -87,11 +93,12 @@ stop_rig() {
   fi
   # --purge removes the private data; never --purge-all (the jars are the shared rig's).
   "$REPO/scripts/kafka.sh" stop --purge >&2 || true
+  "$REPO/scripts/pgbouncer.sh" stop --purge >&2 || true
   "$REPO/scripts/pg.sh" stop --purge >&2 || true
 }
 trap stop_rig EXIT
 
-log "private rig in $PRIV: PostgreSQL 127.0.0.1:$PG_PORT, Kafka 127.0.0.1:$KPORT-$((KPORT + 3))"
+log "private rig in $PRIV: PostgreSQL 127.0.0.1:$PG_PORT, PgBouncer 127.0.0.1:$BPORT, Kafka 127.0.0.1:$KPORT-$((KPORT + 3))"
 "$REPO/scripts/rig.sh" start >&2 || die "the private rig did not start"
 eval "$("$REPO/scripts/rig.sh" env)"
 
@@ -101,6 +108,10 @@ eval "$("$REPO/scripts/rig.sh" env)"
 case "$WALRELAY_TEST_PG_URL" in
   *"@127.0.0.1:$PG_PORT/"*) ;;
   *) die "WALRELAY_TEST_PG_URL=$WALRELAY_TEST_PG_URL is not the private rig's" ;;
+esac
+case "$WALRELAY_TEST_PGBOUNCER_TX_URL" in
+  *"@127.0.0.1:$BPORT/"*) ;;
+  *) die "WALRELAY_TEST_PGBOUNCER_TX_URL=$WALRELAY_TEST_PGBOUNCER_TX_URL is not the private rig's" ;;
 esac
 [ "$WALRELAY_TEST_KAFKA_BROKERS" = "127.0.0.1:$KPORT" ] ||
   die "WALRELAY_TEST_KAFKA_BROKERS=$WALRELAY_TEST_KAFKA_BROKERS is not the private rig's"

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# walrelay test rig (DESIGN.md section 8): PostgreSQL (scripts/pg.sh) + Kafka (scripts/kafka.sh) + kcat.
+# walrelay test rig (DESIGN.md section 8): PostgreSQL (scripts/pg.sh), PgBouncer in front of it
+# (scripts/pgbouncer.sh), Kafka (scripts/kafka.sh) and kcat.
 #
-#   scripts/rig.sh start            install kcat if missing, start PostgreSQL and Kafka, wait until both answer
+#   scripts/rig.sh start            install kcat if missing, start PostgreSQL, PgBouncer and Kafka, wait until
+#                                   all answer
 #   scripts/rig.sh stop [--purge|--purge-all]
-#                                   stop both (no-op for what is not running); --purge also removes their
+#                                   stop all (no-op for what is not running); --purge also removes their
 #                                   data; --purge-all also removes the fetched Kafka jars
-#   scripts/rig.sh status           status of both; exit 0 only if both run
+#   scripts/rig.sh status           status of each; exit 0 only if all run
 #   scripts/rig.sh env              print the export lines; use as: eval "$(scripts/rig.sh env)"
 #
-# All knobs of pg.sh and kafka.sh apply (WALRELAY_RIG_DIR, WALRELAY_PG_PORT, WALRELAY_KAFKA_PORT,
-# WALRELAY_KAFKA_CONTROLLER_PORT, KAFKA_VERSION, ...).
+# All knobs of pg.sh, pgbouncer.sh and kafka.sh apply (WALRELAY_RIG_DIR, WALRELAY_PG_PORT,
+# WALRELAY_PGBOUNCER_PORT, WALRELAY_KAFKA_PORT, WALRELAY_KAFKA_CONTROLLER_PORT, KAFKA_VERSION, ...).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,6 +33,7 @@ ensure_kcat() {
 cmd_start() {
   ensure_kcat
   "$HERE/pg.sh" start
+  "$HERE/pgbouncer.sh" start
   "$HERE/kafka.sh" start
   log "rig is up; for tests: eval \"\$($HERE/rig.sh env)\""
 }
@@ -38,6 +41,7 @@ cmd_start() {
 cmd_stop() {
   local rc=0
   "$HERE/kafka.sh" stop "$@" || rc=$?
+  "$HERE/pgbouncer.sh" stop "$@" || rc=$?
   "$HERE/pg.sh" stop "$@" || rc=$?
   return "$rc"
 }
@@ -45,12 +49,14 @@ cmd_stop() {
 cmd_status() {
   local rc=0
   "$HERE/pg.sh" status || rc=$?
+  "$HERE/pgbouncer.sh" status || rc=$?
   "$HERE/kafka.sh" status || rc=$?
   return "$rc"
 }
 
 cmd_env() {
   "$HERE/pg.sh" env
+  "$HERE/pgbouncer.sh" env
   "$HERE/kafka.sh" env
 }
 
