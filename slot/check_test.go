@@ -114,7 +114,7 @@ func (f *fixture) serverFacts() serverFacts {
 // the rig is a primary without standbys, and PostgreSQL 18's
 // idle_replication_slot_timeout is off there.
 func (sf serverFacts) head() []string {
-	h := []string{"postgres reachable=ok", "server version=ok", "server role=ok", "postgres tls=" + sf.tlsStatus, "wal_level=ok",
+	h := []string{"postgres reachable=ok", "server version=ok", "server role=ok", "postgres provider=ok", "postgres tls=" + sf.tlsStatus, "wal_level=ok",
 		"max_replication_slots=ok", "max_wal_senders=ok", "max_slot_wal_keep_size=" + sf.keepStatus}
 	if sf.versionNum >= 180000 {
 		h = append(h, "idle_replication_slot_timeout=ok")

@@ -58,8 +58,11 @@ type facts struct {
 
 	conn connFacts
 
-	// provider is who runs the server, as its roles and settings show.
-	provider provider
+	// provider is who runs the server, as its roles and settings show,
+	// and the signal that showed it.
+	provider         provider
+	providerEvidence string
+	providerErr      error
 }
 
 // haFacts are what a failover depends on: whether the server is a
@@ -120,32 +123,6 @@ type roleFacts struct {
 // PostgreSQL).
 var providerReplicationRoles = []string{"rds_replication"}
 
-// providerRolesSQL lists which of $1 exist and whether current_user is a
-// member of each.
-const providerRolesSQL = `SELECT rolname, pg_has_role(current_user, oid, 'MEMBER') FROM pg_roles WHERE rolname = ANY($1)`
-
-// readProviderRoles reads which provider replication roles exist and
-// whether the role is a member of each.
-func readProviderRoles(ctx context.Context, conn *pgx.Conn) (map[string]bool, error) {
-	rows, err := conn.Query(ctx, providerRolesSQL, providerReplicationRoles)
-	if err != nil {
-		return nil, err
-	}
-	type membership struct {
-		Name   string
-		Member bool
-	}
-	ms, err := pgx.CollectRows(rows, pgx.RowToStructByPos[membership])
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	for _, m := range ms {
-		out[m.Name] = m.Member
-	}
-	return out, nil
-}
-
 // creatorFacts say whether the role may create the publication: CREATE
 // PUBLICATION takes owning the table (or a role that does) and CREATE on
 // the database.
@@ -170,8 +147,15 @@ func readFacts(ctx context.Context, conn *pgx.Conn, cfg *Config) *facts {
 	f.settingsErr = conn.QueryRow(ctx, settingsSQL).Scan(&s.walLevel, &s.maxSlots, &s.maxSenders, &s.slotsUsed, &s.sendersUsed, &s.keepSize)
 	f.roleErr = conn.QueryRow(ctx, `SELECT rolsuper, rolreplication, has_database_privilege(current_database(), 'CONNECT')
 		FROM pg_roles WHERE rolname = current_user`).Scan(&f.role.super, &f.role.replication, &f.role.connect)
-	if f.roleErr == nil {
-		f.role.providerRoles, f.roleErr = readProviderRoles(ctx, conn)
+	var pf providerFacts
+	if pf, f.providerErr = readProviderFacts(ctx, conn); f.providerErr == nil {
+		f.provider, f.providerEvidence = pf.detect()
+		f.role.providerRoles = map[string]bool{}
+		for _, r := range providerReplicationRoles {
+			if member, ok := pf.roles[r]; ok {
+				f.role.providerRoles[r] = member
+			}
+		}
 	}
 	f.conn.separate = cfg.ReplicationConnString != "" && cfg.ReplicationConnString != cfg.ConnString
 	f.role.probeErr = probeReplication(ctx, cfg, &f.conn)
@@ -232,7 +216,7 @@ func (f *facts) readFigures(ctx context.Context, conn *pgx.Conn) {
 // returns it as it is: a failed read is no verdict on the setup, and the
 // next attempt may read it.
 func (f *facts) err() error {
-	for _, err := range []error{f.serverErr, f.settingsErr, f.roleErr, f.tableErr, f.columnsErr, f.pubErr, f.creatorErr, f.figuresErr, f.recoveryErr, f.haErr} {
+	for _, err := range []error{f.serverErr, f.settingsErr, f.providerErr, f.roleErr, f.tableErr, f.columnsErr, f.pubErr, f.creatorErr, f.figuresErr, f.recoveryErr, f.haErr} {
 		if err != nil {
 			return fmt.Errorf("read the server's setup: %w", err)
 		}

@@ -30,8 +30,8 @@ type rule func(*facts) []check.Result
 // list of what walrelay needs of PostgreSQL: Check reports all of it, a
 // preflight refuses on its first failure.
 var (
-	versionRules     = []rule{versionRule, primaryRule}
-	settingRules     = []rule{walLevelRule, slotsRule, sendersRule, keepSizeRule, idleTimeoutRule}
+	versionRules     = []rule{versionRule, primaryRule, providerRule}
+	settingRules     = []rule{walLevelRule, slotsRule, sendersRule, keepSizeRule, idleTimeoutRule, hazardRule}
 	roleRules        = []rule{replicationRule, replicationURLRule, sessionRule, connectRule}
 	tableRules       = []rule{tableRule, columnsRule}
 	publicationRules = []rule{publicationRule, creatorRule, insertsRule, coversRule, scopeRule}
@@ -87,7 +87,7 @@ func walLevelRule(f *facts) []check.Result {
 		return one(check.Pass(name, "logical"))
 	}
 	return one(check.Failure(name, f.settings.walLevel+"; logical decoding needs logical",
-		"Set wal_level = logical (postgresql.conf or ALTER SYSTEM) and restart the server."))
+		f.provider.walLevelFix()))
 }
 
 // slotsRule judges max_replication_slots. An unreadable slot counts as
@@ -101,12 +101,12 @@ func slotsRule(f *facts) []check.Result {
 	found := fmt.Sprintf("%d, %d in use", s.maxSlots, s.slotsUsed)
 	switch {
 	case s.maxSlots == 0:
-		return one(check.Failure(name, found, "Set max_replication_slots to at least 1 (one per walrelay slot) and restart the server."))
+		return one(check.Failure(name, found, f.provider.setFix("max_replication_slots", "1 or more (one per walrelay slot)", true)))
 	case f.figuresErr == nil && f.figures.Exists:
 		return one(check.Pass(name, found+fmt.Sprintf(", slot %q among them", slot)))
 	case s.slotsUsed >= s.maxSlots:
 		return one(check.Warning(name, found+fmt.Sprintf(": none left for slot %q, which does not exist yet", slot),
-			"Drop an unused slot, or raise max_replication_slots and restart the server, before `walrelay init`."))
+			f.provider.capacityFix("max_replication_slots")+" Then `walrelay init`."))
 	}
 	return one(check.Pass(name, found))
 }
@@ -122,12 +122,12 @@ func sendersRule(f *facts) []check.Result {
 	found := fmt.Sprintf("%d, %d in use", s.maxSenders, s.sendersUsed)
 	switch {
 	case s.maxSenders == 0:
-		return one(check.Failure(name, found, "Set max_wal_senders to at least 1 (one per streaming walrelay) and restart the server."))
+		return one(check.Failure(name, found, f.provider.setFix("max_wal_senders", "1 or more (one per streaming walrelay)", true)))
 	case f.figuresErr == nil && f.figures.Active:
 		return one(check.Pass(name, found+", one of them streams from the slot"))
 	case s.sendersUsed >= s.maxSenders:
 		return one(check.Warning(name, found+": none left for walrelay to stream",
-			"Stop an unused replication client, or raise max_wal_senders and restart the server."))
+			"Stop an unused replication client. "+f.provider.capacityFix("max_wal_senders")))
 	}
 	return one(check.Pass(name, found))
 }
@@ -142,8 +142,10 @@ func keepSizeRule(f *facts) []check.Result {
 		return one(check.Warning(name, "not supported by this server: the WAL kept for a slot is unlimited",
 			"Upgrade the server to PostgreSQL 14 or newer and set max_slot_wal_keep_size."))
 	case *keep == "-1":
-		return one(check.Warning(name, "-1 (unlimited): a stuck slot keeps WAL until the disk is full",
-			"Set max_slot_wal_keep_size to what the WAL disk can spare (e.g. 10GB) and alert on wal_status, which walrelay exports."))
+		return one(check.Warning(name, "-1 (unlimited): a stuck slot keeps WAL until the disk is full", f.provider.keepSizeFix()))
+	case keepBytes(*keep) > 0 && keepBytes(*keep) < 1<<30:
+		return one(check.Warning(name, *keep+": a slot more than this behind loses the WAL it needs, and walrelay then has to recover",
+			"Size it for the longest outage of walrelay or Kafka you would sit out (the WAL the database writes in that time), and alert on wal_status, which walrelay exports (WalrelaySlotWALUnreserved)."))
 	}
 	return one(check.Pass(name, *keep))
 }
@@ -166,7 +168,7 @@ func replicationRule(f *facts) []check.Result {
 				SettingConnString+" may stay on the pooler for walrelay's SQL."+f.provider.directEndpoint()))
 	}
 	found := fmt.Sprintf("role %s cannot open a replication connection (%s): %s", user, f.role.grantedBy(), oneLineText(f.role.probeErr))
-	return one(check.Failure(name, found, f.role.replicationFix(user)))
+	return one(check.Failure(name, found, f.role.replicationFix(user, f.provider)))
 }
 
 // grantedBy says what of the role would let it replicate.
@@ -194,7 +196,7 @@ func (r roleFacts) grantedBy() string {
 // user cannot ALTER ROLE ... REPLICATION), else the attribute; and when
 // the role has the right already, the server refused for another reason,
 // which its error says.
-func (r roleFacts) replicationFix(user string) string {
+func (r roleFacts) replicationFix(user string, p provider) string {
 	quoted := schema.QuoteIdentifier(user)
 	if member, rds := r.providerRoles["rds_replication"]; rds {
 		if !member {
@@ -205,7 +207,7 @@ func (r roleFacts) replicationFix(user string) string {
 	if r.super || r.replication {
 		return "The role may replicate, and the server refused the connection: fix the cause in the error (pg_hba.conf needs a line for the replication pseudo-database that admits this role, or max_wal_senders is used up)."
 	}
-	return fmt.Sprintf("As a superuser: ALTER ROLE %s REPLICATION.", quoted)
+	return p.replicationFix(quoted)
 }
 
 func connectRule(f *facts) []check.Result {

@@ -21,6 +21,10 @@ type Status struct {
 	// (PostgreSQL 18 and later; nil before): a slot no one streams from for
 	// that long is invalidated.
 	IdleTimeout *string
+	// Provider is who runs the server (DetectProvider): "self-managed"
+	// when no managed provider's signal is visible; ProviderEvidence is
+	// the signal.
+	Provider, ProviderEvidence string
 }
 
 // PublicationStatus is what pg_publication and pg_publication_tables say of
@@ -78,6 +82,9 @@ func ReadStatus(ctx context.Context, conn *pgx.Conn, name, pub string) (Status, 
 	err = conn.QueryRow(ctx, "SELECT current_setting('idle_replication_slot_timeout', true)").Scan(&st.IdleTimeout)
 	if err != nil {
 		return Status{}, fmt.Errorf("read idle_replication_slot_timeout: %w", err)
+	}
+	if st.Provider, st.ProviderEvidence, err = DetectProvider(ctx, conn); err != nil {
+		return Status{}, err
 	}
 	return st, nil
 }

@@ -12,11 +12,14 @@ import (
 // strings like "0/16B3748", byte counts are integers, and what is unknown
 // (a missing slot's figures) or unlimited (safe_wal_size) is null.
 type statusJSON struct {
-	ReadAt        string          `json:"read_at"`
-	CurrentWALLSN string          `json:"current_wal_lsn"`
-	Slot          slotJSON        `json:"slot"`
-	Publication   publicationJSON `json:"publication"`
-	Leader        *leaderJSON     `json:"leader"`
+	ReadAt        string `json:"read_at"`
+	CurrentWALLSN string `json:"current_wal_lsn"`
+	// Provider is who runs the server: "self-managed", "Amazon RDS", ...
+	Provider         string          `json:"provider"`
+	ProviderEvidence string          `json:"provider_evidence"`
+	Slot             slotJSON        `json:"slot"`
+	Publication      publicationJSON `json:"publication"`
+	Leader           *leaderJSON     `json:"leader"`
 	// Recovery is the slot's last `walrelay recover`; null when there was
 	// none (or its table cannot be read: see recovery_error).
 	Recovery      *recoveryJSON `json:"recovery"`
@@ -80,12 +83,14 @@ const readAtLayout = "2006-01-02T15:04:05.000Z07:00"
 // jsonForm is the reading as WriteJSON writes it.
 func (r Reading) jsonForm() statusJSON {
 	j := statusJSON{
-		ReadAt:        r.at.UTC().Format(readAtLayout),
-		CurrentWALLSN: r.st.CurrentWAL.String(),
-		Slot:          r.slotJSON(),
-		Publication:   r.publicationJSON(),
-		Leader:        r.leaderJSON(),
-		Recovery:      r.recoveryJSON(),
+		ReadAt:           r.at.UTC().Format(readAtLayout),
+		CurrentWALLSN:    r.st.CurrentWAL.String(),
+		Provider:         r.st.Provider,
+		ProviderEvidence: r.st.ProviderEvidence,
+		Slot:             r.slotJSON(),
+		Publication:      r.publicationJSON(),
+		Leader:           r.leaderJSON(),
+		Recovery:         r.recoveryJSON(),
 	}
 	if r.recoveryErr != nil {
 		j.RecoveryError = ptr(r.recoveryErr.Error())

@@ -34,6 +34,7 @@ func streaming() Reading {
 		},
 		Publication: slot.PublicationStatus{Exists: true, Insert: true, Tables: []schema.Table{outbox}},
 		IdleTimeout: ptr("0"),
+		Provider:    "Amazon RDS", ProviderEvidence: "role rds_superuser",
 	}
 	r.holder, r.led = leader.Holder{PID: 4242, ApplicationName: "walrelay"}, true
 	return r
@@ -48,6 +49,7 @@ func TestWriteTable(t *testing.T) {
 		{"nothing set up", missing(), "" +
 			"read at            2026-03-01T12:00:00.123Z\n" +
 			"server WAL         0/16B3748\n" +
+			"provider           -\n" +
 			"slot               walrelay\n" +
 			"slot state         missing\n" +
 			"slot fix           run `walrelay init` to create it; if walrelay streamed from this database before, `walrelay recover --since TIME` instead\n" +
@@ -58,6 +60,7 @@ func TestWriteTable(t *testing.T) {
 		{"streaming", streaming(), "" +
 			"read at            2026-03-01T12:00:00.123Z\n" +
 			"server WAL         0/1180000\n" +
+			"provider           Amazon RDS (role rds_superuser)\n" +
 			"slot               walrelay\n" +
 			"slot state         active\n" +
 			"active pid         4242\n" +
@@ -191,7 +194,7 @@ func TestWriteJSON(t *testing.T) {
 	if err := json.Compact(&compact, b.Bytes()); err != nil {
 		t.Fatalf("WriteJSON wrote invalid JSON %q: %v", b.String(), err)
 	}
-	want := `{"read_at":"2026-03-01T12:00:00.123Z","current_wal_lsn":"0/16B3748",` +
+	want := `{"read_at":"2026-03-01T12:00:00.123Z","current_wal_lsn":"0/16B3748","provider":"","provider_evidence":"",` +
 		`"slot":{"name":"walrelay","state":"missing","active":false,"active_pid":null,"plugin":null,"database":null,` +
 		`"confirmed_flush_lsn":null,"restart_lsn":null,"lag_bytes":null,"retained_wal_bytes":null,"wal_status":null,` +
 		`"safe_wal_size_bytes":null,"failover":false,"synced":false,"invalidation_reason":null,"inactive_since":null,` +

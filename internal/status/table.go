@@ -15,8 +15,24 @@ func (r Reading) WriteTable(w io.Writer) error {
 	rows := append(append(append([][]string{
 		{"read at", r.at.UTC().Format(readAtLayout)},
 		{"server WAL", r.st.CurrentWAL.String()},
+		{"provider", r.providerText()},
 	}, r.slotRows()...), r.publicationRows()...), []string{"leader", r.leaderText()}, []string{"recovery", r.recoveryText()})
 	return texttable.Write(w, rows)
+}
+
+// providerText is who runs the server, with the signal that showed it.
+func (r Reading) providerText() string {
+	if r.st.ProviderEvidence == "" {
+		return orDashString(r.st.Provider)
+	}
+	return r.st.Provider + " (" + r.st.ProviderEvidence + ")"
+}
+
+func orDashString(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // slotRows are the slot's lines: its fix when it is missing.

@@ -42,6 +42,12 @@ func TestCheckNamesTheRDSWayForAnRDSShapedRole(t *testing.T) {
 	if err == nil || !report.Failed {
 		t.Errorf("check passed for a role the server does not let replicate; want it failed")
 	}
+	if p := findCheck(report, "postgres provider"); p.Status != "ok" || p.Found != "Amazon RDS (role rds_superuser)" {
+		t.Errorf("postgres provider: %+v; want Amazon RDS, named by its role rds_superuser", p)
+	}
+	if h := findCheck(report, "provider slots"); h.Status != "warn" || !strings.Contains(h.Found, "major version upgrade") {
+		t.Errorf("provider slots: %+v; want the RDS upgrade warning", h)
+	}
 	c := findCheck(report, "role replication")
 	for _, want := range []string{"cannot open a replication connection", "member of rds_replication", "SQLSTATE 42501"} {
 		if !strings.Contains(c.Found, want) {

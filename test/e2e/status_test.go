@@ -24,6 +24,7 @@ import (
 type statusOut struct {
 	ReadAt        string `json:"read_at"`
 	CurrentWALLSN string `json:"current_wal_lsn"`
+	Provider      string `json:"provider"`
 	Slot          struct {
 		Name               string  `json:"name"`
 		State              string  `json:"state"`
@@ -127,6 +128,9 @@ func TestStatusReportsTheRunningRelay(t *testing.T) {
 	}
 	if (st.Slot.IdleTimeout != nil) != (version >= 180000) || st.Slot.IdleTimeout != nil && *st.Slot.IdleTimeout != "0" {
 		t.Errorf("idle_replication_slot_timeout: got %v; want \"0\" from 18 (server %d), null before", st.Slot.IdleTimeout, version)
+	}
+	if st.Provider != "self-managed" {
+		t.Errorf("provider: got %q; want self-managed (the rig shows no managed provider's roles or settings)", st.Provider)
 	}
 	checkPublication(t, f, st)
 	holder := lockHolder(t, f)
