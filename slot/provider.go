@@ -136,16 +136,19 @@ func providerRule(f *facts) []check.Result {
 	return one(check.Pass(name, fmt.Sprintf("%s (%s)", f.provider, f.providerEvidence)))
 }
 
-// directEndpoint is, for a provider with a pooler in front of its users,
-// where its direct endpoint is (a sentence with a leading space), else "".
+// directEndpoint is where the provider's direct endpoint is, for a
+// provider that puts a pooler or proxy in front of its users (a sentence
+// with a leading space), else "".
 func (p provider) directEndpoint() string {
 	switch p {
 	case supabase:
-		return " On Supabase: the direct connection, db.<project-ref>.supabase.co:5432, or the pooler's session mode (port 5432)."
+		return " On Supabase: the direct connection, db.<project-ref>.supabase.co:5432 (replication does not work through Supavisor or the dedicated pooler)."
 	case neon:
 		return " On Neon: the connection string without -pooler in its host name."
 	case azure:
 		return " On Azure: the server's port 5432, not the built-in PgBouncer's 6432."
+	case rds, aurora:
+		return " On " + p.String() + ": the instance's (Aurora: the cluster's writer) endpoint, not an RDS Proxy's, which does not carry replication."
 	}
 	return ""
 }
@@ -214,15 +217,21 @@ func (p provider) capacityFix(name string) string {
 }
 
 // keepSizeFix is how the provider bounds the WAL a slot keeps, or, where
-// the provider fixes it, what to watch instead.
+// the provider fixes it or documents no way to set it, what to watch
+// instead.
 func (p provider) keepSizeFix() string {
+	const watch = "alert on wal_status (WalrelaySlotWALUnreserved) and walrelay_slot_retained_wal_bytes (WalrelaySlotLagGrowing), which walrelay exports"
 	switch p {
 	case azure:
-		return "Azure fixes max_slot_wal_keep_size at -1 (its only allowed value) and drops an unused logical slot when storage runs low: alert on walrelay_slot_retained_wal_bytes and the server's storage (WalrelaySlotLagGrowing), and keep walrelay running."
+		return "Azure fixes max_slot_wal_keep_size at -1 (its only allowed value) and drops an unused logical slot when storage runs low: " + watch + ", watch the server's storage, and keep walrelay running."
+	case neon:
+		return "Neon's documentation gives no way to set max_slot_wal_keep_size: " + watch + "."
 	case supabase:
-		return "Set max_slot_wal_keep_size to what the disk can spare, and alert on wal_status, which walrelay exports (WalrelaySlotWALUnreserved)."
+		return "Size max_slot_wal_keep_size for the longest lag walrelay may have, as Supabase's replication FAQ advises, and " + watch + "."
+	case rds, aurora, cloudSQL:
+		return "Where the provider offers max_slot_wal_keep_size: " + p.setFix("max_slot_wal_keep_size", "<what the storage can spare, e.g. 10GB>", false) + " Either way, " + watch + "."
 	}
-	return p.setFix("max_slot_wal_keep_size", "<what the WAL disk can spare, e.g. 10GB>", false) + " Alert on wal_status, which walrelay exports."
+	return p.setFix("max_slot_wal_keep_size", "<what the WAL disk can spare, e.g. 10GB>", false) + " Then " + watch + "."
 }
 
 // replicationFix is how the role gets the right to replicate on the

@@ -103,11 +103,16 @@ func SharedSession(ctx context.Context, cc *pgx.ConnConfig, pid uint32) (bool, e
 	return other == pid, nil
 }
 
-// pooledRefusal is whether err is a connection pooler refusing a
+// pooledRefusal is whether err is a connection pooler or proxy refusing a
 // replication connection: PgBouncer before 1.23 refuses the startup
-// parameter ("unsupported startup parameter: replication").
+// parameter ("unsupported startup parameter: replication"), RDS Proxy
+// says it "doesn't support streaming replication mode".
 func pooledRefusal(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "unsupported startup parameter")
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "unsupported startup parameter") || strings.Contains(msg, "support streaming replication mode")
 }
 
 // sessionRule judges the session the leader's lock is held on: its

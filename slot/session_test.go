@@ -35,6 +35,10 @@ func TestConnectionRules(t *testing.T) {
 			check.Fail, []string{"refused by a connection pooler", "unsupported startup parameter", SettingReplicationConnString, "direct endpoint"}, "ALTER ROLE"},
 		{"pooler refuses replication on Supabase", func(f *facts) { f.role.probeErr, f.provider = pgbouncer, supabase }, replicationRule, false,
 			check.Fail, []string{"db.<project-ref>.supabase.co:5432"}, "ALTER ROLE"},
+		{"RDS Proxy refuses replication", func(f *facts) {
+			f.role.probeErr, f.provider = errors.New("Feature not supported: RDS Proxy currently doesn't support streaming replication mode."), rds
+		}, replicationRule, false,
+			check.Fail, []string{"refused by a connection pooler", "not an RDS Proxy's"}, "ALTER ROLE"},
 		{"one URL: no replication url result", func(f *facts) {}, replicationURLRule, true, check.OK, nil, ""},
 		{"separate, same server", func(f *facts) {
 			f.conn = connFacts{separate: true, addr: "10.0.0.5:5432", database: "app", system: "7301", sqlSystem: "7301"}
