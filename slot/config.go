@@ -185,7 +185,7 @@ func (c *Config) sessionConfig() (*pgx.ConnConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+	cc.DefaultQueryExecMode = sqlMode
 	return cc, nil
 }
 
@@ -196,11 +196,17 @@ func (c *Config) replicationURL() string {
 	return c.ConnString
 }
 
-// sqlConfig is ConnString for walrelay's SQL, in a form a transaction
-// pooler (PgBouncer, Supavisor) carries: pgx's exec mode, one round trip
-// of the extended protocol with the unnamed statement, never a named
+// sqlMode is how walrelay's SQL runs, in a form a transaction pooler
+// (PgBouncer, Supavisor) carries: pgx's cache-describe mode, where each
+// round trip stands alone on the unnamed statement (a describe, cached per
+// connection, then parse, bind and execute together), never a named
 // prepared statement, which a pooler may hand to another client's server
-// connection ("prepared statement ... already exists"). A URL that sets
+// connection ("prepared statement ... already exists"). Unlike the exec
+// mode, it knows each parameter's type from the server, so a []byte bound
+// to a jsonb column is sent as json, not as bytea.
+const sqlMode = pgx.QueryExecModeCacheDescribe
+
+// sqlConfig is ConnString for walrelay's SQL, in sqlMode. A URL that sets
 // default_query_exec_mode keeps its own.
 func (c *Config) sqlConfig() (*pgx.ConnConfig, error) {
 	cc, err := c.parse(c.ConnString)
@@ -208,7 +214,7 @@ func (c *Config) sqlConfig() (*pgx.ConnConfig, error) {
 		return nil, err
 	}
 	if !strings.Contains(c.ConnString, "default_query_exec_mode") {
-		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+		cc.DefaultQueryExecMode = sqlMode
 	}
 	return cc, nil
 }

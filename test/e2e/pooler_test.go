@@ -88,6 +88,12 @@ func TestPooledSQLWithDirectReplicationSurvivesALeaderKill(t *testing.T) {
 	direct := harness.RoleURL(t, rig.PGURL(t), harness.RelayRole, harness.RelayPassword)
 	flags := []string{"--replication-url", direct}
 	f.WalrelayOK("init", flags...)
+	// Every check reads its facts through the pooler (the symptom was
+	// "prepared statement ... already exists" in every rule) and passes.
+	stdout, stderr, code := f.Walrelay("check", append([]string{"--json"}, flags...)...)
+	if report := parseCheck(t, stdout); code != 0 || report.Fail != 0 {
+		t.Fatalf("check with the pooled SQL URL and a direct --replication-url: exit %d, %d failed\n%s%s", code, report.Fail, stdout, stderr)
+	}
 	type node struct {
 		name, metrics string
 		r             *harness.Relay
