@@ -22,10 +22,11 @@ PG_OTHERS ?= $(filter-out $(PG_MAJOR),14 15 16 17 18)
 # heartbeats, least privilege, an RDS-shaped role (the walsender refusal
 # differs by version), the private servers, failover, and recover
 # after a failover below 17 (its slot with an exported snapshot, whose
-# grammar differs between 14 and 15+). The lost-slot recovery runs on the
+# grammar differs between 14 and 15+), and a partitioned outbox with
+# partitions attached and detached while running. The lost-slot recovery runs on the
 # default version only, to keep CI's time; both ways a lost slot is reported
 # (wal_status, invalidation_reason) are covered by relay's unit tests.
-COMPAT_TESTS ?= ^(TestEveryCommittedRowArrivesInOrder|TestSIGTERMMidStreamThenRestartLosesNothing|TestUndecodableRowsAreParkedAndDiscarded|TestCheckGoodRig|TestStatusReportsTheRunningRelay|TestPruneDeletesOnlyPublishedOldRows|TestHeartbeatKeepsTheSlotMovingWhileAnotherDatabaseWrites|TestLeastPrivilegeRoleSaysWhatIsMissing|TestCheckNamesTheRDSWayForAnRDSShapedRole|TestStandbyFollowsAndPromotes|TestFailover|TestRecoverAfterFailoverWithoutFailoverSlots)$$
+COMPAT_TESTS ?= ^(TestEveryCommittedRowArrivesInOrder|TestSIGTERMMidStreamThenRestartLosesNothing|TestUndecodableRowsAreParkedAndDiscarded|TestCheckGoodRig|TestStatusReportsTheRunningRelay|TestPruneDeletesOnlyPublishedOldRows|TestHeartbeatKeepsTheSlotMovingWhileAnotherDatabaseWrites|TestLeastPrivilegeRoleSaysWhatIsMissing|TestCheckNamesTheRDSWayForAnRDSShapedRole|TestStandbyFollowsAndPromotes|TestFailover|TestRecoverAfterFailoverWithoutFailoverSlots|TestPartitionedOutboxWithPartitionsAttachedAndDetached)$$
 
 .PHONY: all build test unit faults chaos fuzz compat vet rig-up rig-down demo demo-shop demo-outage bench bench-recover clean
 

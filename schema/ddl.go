@@ -198,8 +198,11 @@ func templateData(c Config) map[string]string {
 }
 
 // CreatePublicationSQL creates the insert-only publication for the outbox
-// table alone. Names must have been validated.
+// table alone. publish_via_partition_root makes a partitioned outbox's
+// rows arrive as the table's own, whichever partition holds them (and
+// partitions attached later with them); it changes nothing for a plain
+// table. Names must have been validated.
 func CreatePublicationSQL(c Config) string {
-	return fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')",
+	return fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert', publish_via_partition_root = true)",
 		QuoteIdentifier(c.Publication), c.Table.Quoted())
 }

@@ -101,7 +101,7 @@ func TestDDLUsesConfiguredNames(t *testing.T) {
 	for _, want := range []string{
 		`CREATE TABLE IF NOT EXISTS "app"."events"`,
 		`"order_id"      text        NOT NULL CHECK ("order_id" <> '')`,
-		`CREATE PUBLICATION "pub_events" FOR TABLE "app"."events" WITH (publish = 'insert')`,
+		`CREATE PUBLICATION "pub_events" FOR TABLE "app"."events" WITH (publish = 'insert', publish_via_partition_root = true)`,
 		`pubname = 'pub_events'`,
 		`CREATE INDEX IF NOT EXISTS "events_occurred_at" ON "app"."events" ("occurred_at");`,
 	} {

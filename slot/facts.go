@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -29,6 +30,9 @@ type facts struct {
 
 	tableExists bool
 	tableErr    error
+	// partitions are the leaf partitions of a partitioned outbox table;
+	// nil for a plain table.
+	partitions []schema.Table
 
 	// columns are the outbox table's columns as pgoutput sends them (read
 	// only when the table exists).
@@ -168,6 +172,7 @@ func readFacts(ctx context.Context, conn *pgx.Conn, cfg *Config) *facts {
 	f.tableExists, f.tableErr = tableExists(ctx, conn, cfg.Table)
 	if f.tableErr == nil && f.tableExists {
 		f.columns, f.columnsErr = readColumns(ctx, conn, cfg.Table)
+		f.partitions, f.tableErr = readPartitions(ctx, conn, cfg.Table)
 	}
 	f.readPublication(ctx, conn)
 	f.readFigures(ctx, conn)
@@ -224,6 +229,27 @@ func (f *facts) err() error {
 	return nil
 }
 
+// partitionsSQL lists the leaf partitions of $1 when it is partitioned.
+const partitionsSQL = `SELECT n.nspname::text, c.relname::text
+	FROM pg_partition_tree($1::regclass) p JOIN pg_class c ON c.oid = p.relid JOIN pg_namespace n ON n.oid = c.relnamespace
+	WHERE p.isleaf AND p.level > 0 ORDER BY 1, 2`
+
+// readPartitions reads the leaf partitions of t (none for a plain table).
+func readPartitions(ctx context.Context, conn *pgx.Conn, t schema.Table) ([]schema.Table, error) {
+	rows, err := conn.Query(ctx, partitionsSQL, t.Quoted())
+	if err != nil {
+		return nil, fmt.Errorf("read the partitions of %s: %w", t, err)
+	}
+	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (schema.Table, error) {
+		var p schema.Table
+		return p, r.Scan(&p.Schema, &p.Name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the partitions of %s: %w", t, err)
+	}
+	return parts, nil
+}
+
 func tableExists(ctx context.Context, conn *pgx.Conn, t schema.Table) (bool, error) {
 	var exists bool
 	err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t.Quoted()).Scan(&exists)
@@ -276,8 +302,8 @@ func readCreator(ctx context.Context, conn *pgx.Conn, t schema.Table) (creatorFa
 func readPublication(ctx context.Context, conn *pgx.Conn, name string) (PublicationStatus, error) {
 	var p PublicationStatus
 	err := conn.QueryRow(ctx,
-		"SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables FROM pg_publication WHERE pubname = $1",
-		name).Scan(&p.Insert, &p.Update, &p.Delete, &p.Truncate, &p.AllTables)
+		"SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables, pubviaroot FROM pg_publication WHERE pubname = $1",
+		name).Scan(&p.Insert, &p.Update, &p.Delete, &p.Truncate, &p.AllTables, &p.ViaRoot)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, nil
 	}
@@ -300,8 +326,10 @@ func readPublication(ctx context.Context, conn *pgx.Conn, name string) (Publicat
 }
 
 // extras lists what the publication publishes besides the inserts into
-// table t: other operations, all tables, or other tables.
-func (p PublicationStatus) extras(t schema.Table) []string {
+// table t: other operations, all tables, or other tables. t's own
+// partitions (listed in place of t without publish_via_partition_root)
+// are not other tables: the partitions rule speaks of them.
+func (p PublicationStatus) extras(t schema.Table, partitions []schema.Table) []string {
 	var more []string
 	for _, op := range []struct {
 		on   bool
@@ -311,9 +339,11 @@ func (p PublicationStatus) extras(t schema.Table) []string {
 			more = append(more, op.name)
 		}
 	}
-	others := len(p.Tables)
-	if p.Covers(t) {
-		others--
+	others := 0
+	for _, pt := range p.Tables {
+		if pt != t && !slices.Contains(partitions, pt) {
+			others++
+		}
 	}
 	switch {
 	case p.AllTables:

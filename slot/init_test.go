@@ -161,14 +161,6 @@ func refusals() []refusal {
 			want: []string{`plugin "test_decoding"`, "pgoutput"},
 		},
 		{
-			name:    "physical slot",
-			subject: "slot",
-			setup: func(f *fixture) {
-				f.exec("SELECT pg_create_physical_replication_slot($1)", f.slot)
-			},
-			want: []string{"physical", "logical pgoutput"},
-		},
-		{
 			name:    "publication without the table",
 			subject: "publication",
 			setup: func(f *fixture) {
@@ -206,26 +198,49 @@ func refusals() []refusal {
 		},
 	}
 }
+
+// physicalSlot is the refusal of a physical slot by the slot's name. It
+// runs in a test that is not parallel (TestInitAndRunRefuseAPhysicalSlot):
+// while a physical slot exists, the synchronized_standby_slots rule of
+// every other check on the server has a physical slot to speak of.
+var physicalSlot = refusal{
+	name:    "physical slot",
+	subject: "slot",
+	setup: func(f *fixture) {
+		f.exec("SELECT pg_create_physical_replication_slot($1)", f.slot)
+	},
+	want: []string{"physical", "logical pgoutput"},
+}
+
+func TestInitAndRunRefuseAPhysicalSlot(t *testing.T) {
+	t.Run("init", func(t *testing.T) { initRefusal(t, physicalSlot) })
+	t.Run("run", func(t *testing.T) { runRefusal(t, physicalSlot) })
+}
+
 func TestInitRefuses(t *testing.T) {
 	t.Parallel()
 	for _, tc := range refusals() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t)
-			tc.setup(f)
-			before := f.slotInfo()
-
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_, err := slot.Init(ctx, f.config(), zaptest.NewLogger(t))
-
-			checkRefusal(t, "Init", err, append(tc.want, f.name(tc.subject))...)
-			// Init creates the publication first and no slot after a
-			// failure; an existing slot is never touched.
-			if got := f.slotInfo(); got != before {
-				t.Errorf("slot after the refused Init: got %+v; want %+v", got, before)
-			}
+			initRefusal(t, tc)
 		})
+	}
+}
+
+func initRefusal(t *testing.T, tc refusal) {
+	f := newFixture(t)
+	tc.setup(f)
+	before := f.slotInfo()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := slot.Init(ctx, f.config(), zaptest.NewLogger(t))
+
+	checkRefusal(t, "Init", err, append(tc.want, f.name(tc.subject))...)
+	// Init creates the publication first and no slot after a
+	// failure; an existing slot is never touched.
+	if got := f.slotInfo(); got != before {
+		t.Errorf("slot after the refused Init: got %+v; want %+v", got, before)
 	}
 }
 
@@ -245,23 +260,27 @@ func TestRunPreflightRefuses(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t)
-			// Everything else is right, so that the subject is what fails.
-			if tc.subject == "publication" {
-				f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", f.slot)
-			} else {
-				f.createPublication(f.table, "insert")
-			}
-			tc.setup(f)
-
-			r := startRun(t, f.config(), 16)
-			err := r.result(20 * time.Second)
-
-			checkRefusal(t, "Run", err, append(tc.want, f.name(tc.subject))...)
-			if !r.drain(time.Second) {
-				t.Errorf("out after the refused Run: got open; want closed")
-			}
+			runRefusal(t, tc)
 		})
+	}
+}
+
+func runRefusal(t *testing.T, tc refusal) {
+	f := newFixture(t)
+	// Everything else is right, so that the subject is what fails.
+	if tc.subject == "publication" {
+		f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", f.slot)
+	} else {
+		f.createPublication(f.table, "insert")
+	}
+	tc.setup(f)
+
+	r := startRun(t, f.config(), 16)
+	err := r.result(20 * time.Second)
+
+	checkRefusal(t, "Run", err, append(tc.want, f.name(tc.subject))...)
+	if !r.drain(time.Second) {
+		t.Errorf("out after the refused Run: got open; want closed")
 	}
 }
 

@@ -34,7 +34,7 @@ var (
 	settingRules     = []rule{walLevelRule, slotsRule, sendersRule, keepSizeRule, idleTimeoutRule, hazardRule}
 	roleRules        = []rule{replicationRule, replicationURLRule, sessionRule, connectRule}
 	tableRules       = []rule{tableRule, columnsRule}
-	publicationRules = []rule{publicationRule, creatorRule, insertsRule, coversRule, scopeRule}
+	publicationRules = []rule{publicationRule, creatorRule, insertsRule, coversRule, partitionsRule, scopeRule}
 	recoveryRules    = []rule{recoveryRule}
 	slotRules        = []rule{slotRule, pluginRule, databaseRule, walStatusRule, invalidatedRule, lagRule}
 	failoverRules    = []rule{failoverRule, syncStandbySlotsRule}
@@ -334,11 +334,33 @@ func coversRule(f *facts) []check.Result {
 		return nil
 	}
 	pub, t := f.cfg.Publication, f.cfg.Table
-	if f.pub.Covers(t) {
+	switch {
+	case f.pub.Covers(t):
 		return one(check.Pass(name, "includes "+t.String()))
+	case len(f.partitions) > 0 && slices.ContainsFunc(f.pub.Tables, func(pt schema.Table) bool { return slices.Contains(f.partitions, pt) }):
+		return nil // it lists t's partitions in t's place: partitionsRule says so
 	}
 	return one(check.Failure(name, fmt.Sprintf("publication %q does not include table %s", pub, t),
 		fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s.", schema.QuoteIdentifier(pub), t.Quoted())))
+}
+
+// partitionsRule judges a partitioned outbox table's publication: without
+// publish_via_partition_root the server publishes each row as its
+// partition's, a table walrelay does not relay, so rows would be skipped;
+// with it, every partition's rows (those attached later included) arrive
+// as the table's own. Nothing for a plain table.
+func partitionsRule(f *facts) []check.Result {
+	const name = "publication partitions"
+	if f.pubErr != nil || !f.pub.Exists || len(f.partitions) == 0 {
+		return nil
+	}
+	pub, t, n := f.cfg.Publication, f.cfg.Table, len(f.partitions)
+	if f.pub.ViaRoot {
+		return one(check.Pass(name, fmt.Sprintf("%s is partitioned (%d partitions); publish_via_partition_root publishes their rows as its own", t, n)))
+	}
+	return one(check.Failure(name,
+		fmt.Sprintf("%s is partitioned (%d partitions) and publication %q publishes each row as its partition's (publish_via_partition_root is off): walrelay relays %s only", t, n, pub, t),
+		fmt.Sprintf("ALTER PUBLICATION %s SET (publish_via_partition_root = true).", schema.QuoteIdentifier(pub))))
 }
 
 // scopeRule warns when the publication publishes more than the outbox
@@ -349,7 +371,7 @@ func scopeRule(f *facts) []check.Result {
 		return nil
 	}
 	p, pub, t := f.pub, f.cfg.Publication, f.cfg.Table
-	more := p.extras(t)
+	more := p.extras(t, f.partitions)
 	if len(more) == 0 {
 		return one(check.Pass(name, "inserts into "+t.String()+" only"))
 	}
@@ -357,7 +379,7 @@ func scopeRule(f *facts) []check.Result {
 		schema.QuoteIdentifier(pub), t.Quoted())
 	if p.AllTables {
 		fix = "It works as it is; narrowing a FOR ALL TABLES publication takes a new one FOR TABLE " + t.Quoted() +
-			" WITH (publish = 'insert') and a new slot, switched to only once the old slot has caught up."
+			" WITH (publish = 'insert', publish_via_partition_root = true) and a new slot, switched to only once the old slot has caught up."
 	}
 	return one(check.Warning(name, fmt.Sprintf("publication %q also publishes %s", pub, strings.Join(more, ", ")), fix))
 }

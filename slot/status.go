@@ -35,6 +35,10 @@ type PublicationStatus struct {
 	Insert, Update, Delete, Truncate bool
 	// AllTables is FOR ALL TABLES; Tables then lists every table.
 	AllTables bool
+	// ViaRoot is publish_via_partition_root: a partitioned table's changes
+	// are published as the root's, and Tables lists the root, not its
+	// partitions.
+	ViaRoot bool
 	// Tables are the tables it covers, as pg_publication_tables lists them.
 	Tables []schema.Table
 }

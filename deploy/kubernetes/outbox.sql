@@ -20,7 +20,7 @@ CREATE INDEX IF NOT EXISTS "outbox_messages_occurred_at" ON "public"."outbox_mes
 DO $walrelay$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'walrelay_outbox') THEN
-        CREATE PUBLICATION "walrelay_outbox" FOR TABLE "public"."outbox_messages" WITH (publish = 'insert');
+        CREATE PUBLICATION "walrelay_outbox" FOR TABLE "public"."outbox_messages" WITH (publish = 'insert', publish_via_partition_root = true);
     END IF;
 END
 $walrelay$;

@@ -183,7 +183,7 @@ func TestLeastPrivilegeRoleSaysWhatIsMissing(t *testing.T) {
 	exec(`DROP PUBLICATION ` + f.Publication)
 	exec(`DROP TABLE ` + dl)
 
-	wantPub := `CREATE PUBLICATION "` + f.Publication + `" FOR TABLE "public"."` + f.Table + `" WITH (publish = 'insert')`
+	wantPub := `CREATE PUBLICATION "` + f.Publication + `" FOR TABLE "public"."` + f.Table + `" WITH (publish = 'insert', publish_via_partition_root = true)`
 	_, stderr, code := f.Walrelay("init")
 	if code != 1 || !strings.Contains(stderr, "role "+harness.RelayRole+" may not create it") || !strings.Contains(stderr, wantPub) {
 		t.Errorf("init without the publication: exit %d, stderr %q; want exit 1 naming the role and the owner's %s", code, stderr, wantPub)
