@@ -250,9 +250,10 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		s.Dur(&o.Retention.Pause, "prune-pause", "pause between batches; 0 for none")
 		s.Dur(&o.Retention.Wait, "prune-wait", "how long to wait for the slot to confirm the current WAL position before giving up (deleting nothing); 0 for not at all")
 		s.Bool(&o.Retention.DryRun, "dry-run", "count the rows that would be deleted, delete nothing")
+		s.Bool(&o.Retention.DropPartitions, "drop-partitions", "a table partitioned by RANGE on its occurred_at column: drop the partitions whose whole range is older than --retention once their rows are published (DETACH PARTITION CONCURRENTLY, DROP TABLE; as the table's owner), delete the other old rows")
 		// What is deleted is said on the command line, never by a
 		// variable left in the environment.
-		s.FlagOnly("retention", "dry-run")
+		s.FlagOnly("retention", "dry-run", "drop-partitions")
 		logFlag(s, o)
 	},
 }

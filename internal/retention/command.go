@@ -2,6 +2,7 @@ package retention
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -36,6 +37,17 @@ func Summary(cfg Config, r Result) string {
 	line := fmt.Sprintf("%s %s from %s in %s (%s before %s, inserted before xid %d); slot %q confirmed %s, mark %s; took %s",
 		verb, count(r.Deleted, "row", "rows"), cfg.Table, count(int64(r.Batches), "batch", "batches"), cfg.OccurredAt, r.Mark.Cutoff.UTC().Format(time.RFC3339), r.Mark.Xmin,
 		cfg.Slot, r.Confirmed, r.Mark.InsertLSN, r.Took.Round(time.Millisecond))
+	if n := len(r.Partitions); n > 0 {
+		names := make([]string, n)
+		for i, pt := range r.Partitions {
+			names[i] = pt.Table.String()
+		}
+		verb := "dropped"
+		if r.DryRun {
+			verb = "would drop" // their rows are among those counted
+		}
+		line += fmt.Sprintf("; %s %s whose range is older: %s", verb, count(int64(n), "partition", "partitions"), strings.Join(names, ", "))
+	}
 	if k := r.KeptForRecovery; k != nil {
 		line += "; kept the rows a pending " + k.String() + " needs"
 	}

@@ -43,6 +43,11 @@ type Config struct {
 	PollInterval time.Duration
 	// DryRun counts the rows that would be deleted and deletes none.
 	DryRun bool
+	// DropPartitions drops the partitions of a table partitioned by RANGE
+	// on OccurredAt whose whole range is older than the cutoff, once every
+	// row in them is confirmed (see partitions.go); the other old rows are
+	// deleted as ever.
+	DropPartitions bool
 }
 
 func (c *Config) setDefaults() {

@@ -12,22 +12,27 @@ import (
 
 // privilegeSQL says who the session's role is, who owns the table, and
 // whether the role may do what prune does to it: SELECT for a dry run,
-// DELETE (and SELECT, which its WHERE needs) for a prune.
+// DELETE (and SELECT, which its WHERE needs) for a prune, ownership for
+// dropping partitions.
 const privilegeSQL = `SELECT current_user::text,
 	COALESCE((SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = to_regclass($1)), ''),
 	COALESCE(has_table_privilege(to_regclass($1), 'SELECT'), false),
-	COALESCE(has_table_privilege(to_regclass($1), 'DELETE'), false)`
+	COALESCE(has_table_privilege(to_regclass($1), 'DELETE'), false),
+	COALESCE((SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = to_regclass($1)), false)`
 
 // Privileges is what the session's role may do to the outbox table.
 type Privileges struct {
 	Role, Owner    string
 	Select, Delete bool
+	// Owns is the role being (a member of) the owner: what dropping a
+	// partition takes.
+	Owns bool
 }
 
 // ReadPrivileges reads them for table.
 func ReadPrivileges(ctx context.Context, db DB, table schema.Table) (Privileges, error) {
 	var p Privileges
-	err := db.QueryRow(ctx, privilegeSQL, table.Quoted()).Scan(&p.Role, &p.Owner, &p.Select, &p.Delete)
+	err := db.QueryRow(ctx, privilegeSQL, table.Quoted()).Scan(&p.Role, &p.Owner, &p.Select, &p.Delete, &p.Owns)
 	if err != nil {
 		return Privileges{}, fmt.Errorf("read the privileges on %s: %w", table, err)
 	}

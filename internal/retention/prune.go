@@ -22,6 +22,7 @@ import (
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // Pruner deletes old, confirmed rows of one outbox table. It is not safe
@@ -47,6 +48,9 @@ type Result struct {
 	// Batches is the DELETE statements that deleted at least one row; in a
 	// dry run, how many it would take.
 	Batches int
+	// Partitions are the partitions dropped (Config.DropPartitions); in a
+	// dry run, those that would be, whose rows Deleted then counts too.
+	Partitions []Partition
 	// Took is the whole run, the wait for the slot included.
 	Took   time.Duration
 	DryRun bool
@@ -99,6 +103,10 @@ func (p *Pruner) Run(ctx context.Context) (Result, error) {
 	if err := priv.refusal(p.cfg.Table, p.cfg.DryRun); err != nil {
 		return done(err)
 	}
+	if p.cfg.DropPartitions && !p.cfg.DryRun && !priv.Owns && priv.Owner != "" {
+		return done(fmt.Errorf("role %s %w: dropping partitions takes owning %s (its owner is %s); run walrelay prune --drop-partitions as the owner, or without --drop-partitions",
+			priv.Role, ErrNoPrivilege, p.cfg.Table, priv.Owner))
+	}
 	if res.Mark, err = p.Mark(ctx); err != nil {
 		return done(err)
 	}
@@ -112,6 +120,20 @@ func (p *Pruner) Run(ctx context.Context) (Result, error) {
 	var some bool
 	if res.Mark, some = spare(res.Mark, res.KeptForRecovery); !some {
 		return done(nil) // the recovery needs every row
+	}
+	if p.cfg.DropPartitions {
+		parts, why, err := p.OldPartitions(ctx, res.Mark)
+		if err != nil {
+			return done(err)
+		}
+		if why != "" {
+			p.log.Warn("--drop-partitions: no partition is dropped, old rows are deleted row by row: "+why, zap.String("table", p.cfg.Table.String()))
+		}
+		if res.Partitions = parts; !p.cfg.DryRun && len(parts) > 0 {
+			if res.Partitions, err = p.DropPartitions(ctx, parts); err != nil {
+				return done(err)
+			}
+		}
 	}
 	if p.cfg.DryRun {
 		res.Deleted, err = p.Count(ctx, res.Mark)

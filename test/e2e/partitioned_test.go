@@ -112,3 +112,63 @@ func ownerExec(t *testing.T, f *harness.Fixture, sql string) {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
+
+// An outbox partitioned by RANGE on occurred_at, retired the usual way:
+// `walrelay prune --drop-partitions` drops the partition wholly older than
+// the retention once walrelay has published its rows, deletes nothing else
+// of the newer partition but its own old rows, and the running relay goes
+// on with the partitions left.
+func TestPruneDropsTheOldPartitionsOfAPartitionedOutbox(t *testing.T) {
+	t.Parallel()
+	f := harness.New(t, "order")
+	old, recent := f.Table+"_old", f.Table+"_recent"
+	f.PG.DropTable(`"`+old+`"`, `"`+recent+`"`)
+	ownerExec(t, f, fmt.Sprintf(`DROP PUBLICATION "%[2]s"; DROP TABLE "%[1]s";
+		CREATE TABLE "%[1]s" (
+			message_id uuid NOT NULL, aggregate_type text NOT NULL, aggregate_id text NOT NULL, aggregate_version bigint,
+			type text NOT NULL, payload jsonb NOT NULL, headers jsonb, occurred_at timestamptz NOT NULL DEFAULT now(), topic text,
+			PRIMARY KEY (message_id, occurred_at)) PARTITION BY RANGE (occurred_at);
+		CREATE TABLE "%[3]s" PARTITION OF "%[1]s" FOR VALUES FROM (now() - interval '1 day') TO (now() - interval '90 minutes');
+		CREATE TABLE "%[4]s" PARTITION OF "%[1]s" FOR VALUES FROM (now() - interval '90 minutes') TO (MAXVALUE);
+		GRANT SELECT ON "%[1]s" TO %[5]s;
+		CREATE PUBLICATION "%[2]s" FOR TABLE "%[1]s" WITH (publish = 'insert', publish_via_partition_root = true)`,
+		f.Table, f.Publication, old, recent, harness.RelayRole))
+	f.WalrelayOK("init")
+	oldIDs, _ := insertAged(t, f, "old", 30, 2*time.Hour) // the old partition
+	_, _ = insertAged(t, f, "older", 5, 80*time.Minute)   // the recent one, past the retention
+	keep, xid := insertAged(t, f, "new", 10, 0)           // the recent one
+	r := f.Run("--heartbeat-interval", "1s")
+	r.WaitStarted()
+	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
+	published := f.OutboxRows()
+	harness.AssertClean(t, f.Verify(published), 0)
+	awaitSnapshotPast(t, f, xid)
+
+	out := f.WalrelayOK("prune", "--postgres-url", f.PGURL, "--retention", "1h", "--prune-wait", "30s", "--drop-partitions")
+	want := fmt.Sprintf("pruned 5 rows from public.%s in 1 batch (", f.Table)
+	if !strings.HasPrefix(out, want) || !strings.Contains(out, "; dropped 1 partition whose range is older: public."+old) {
+		t.Errorf("prune --drop-partitions said %q; want %q... and the old partition dropped", out, want)
+	}
+	t.Logf("walrelay prune --drop-partitions: %s (the %d rows of the old partition with it)", strings.TrimSpace(out), len(oldIDs))
+	wantIDs(t, "rows left", f, keep)
+	var gone bool
+	testkit.Must(t, f.DB.QueryRow(context.Background(), `SELECT to_regclass($1) IS NULL`, `"`+old+`"`).Scan(&gone), "look for the old partition")
+	if !gone {
+		t.Errorf("partition %s after the prune: exists; want it dropped", old)
+	}
+	// The relay goes on: rows written after the drop arrive.
+	later, _ := insertAged(t, f, "later", 10, 0)
+	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
+	r.Running()
+	wantIDs(t, "rows at the end", f, append(keep, later...))
+	seen := map[string]bool{}
+	for _, row := range published {
+		seen[row.ID] = true
+	}
+	for _, row := range f.OutboxRows() {
+		if !seen[row.ID] {
+			published = append(published, row)
+		}
+	}
+	harness.AssertClean(t, f.Verify(published), 0)
+}
