@@ -25,6 +25,11 @@ func newFlagSet(name string) *flagSet { return flagset.New(name, flagOwners) }
 // about a flag given to the wrong verb. Filled by init from verbFlags.
 var flagOwners = map[string][]string{}
 
+// flagOnly are the flags some verb reads from the command line only (what
+// a destructive command acts on): never from a variable or the config
+// file. Filled by init.
+var flagOnly = map[string]bool{}
+
 func init() {
 	for _, verb := range verbNames() {
 		s := newFlagSet("walrelay " + verb)
@@ -32,6 +37,9 @@ func init() {
 		bindVerb(verb, s, &o)
 		for _, name := range s.Names() {
 			flagOwners[name] = append(flagOwners[name], verb)
+			if s.IsFlagOnly(name) {
+				flagOnly[name] = true
+			}
 		}
 	}
 	for _, verbs := range flagOwners {

@@ -45,6 +45,7 @@ type options struct {
 	// Preset is --preset: its flag values are applied when the flags are
 	// parsed (preset.go); resolve keeps its name for check.
 	Preset       string
+	ConfigFile   string // --config: read before the flags are parsed (configfile.go)
 	GrantTo      string
 	OnBadMessage string
 	CreateTopics bool // --kafka-create-topics: sink.Config says it the other way round
@@ -264,7 +265,10 @@ func verbNames() []string {
 }
 
 // bindVerb binds the flags of verb to o.
-func bindVerb(verb string, s *flagSet, o *options) { verbFlags[verb](s, o) }
+func bindVerb(verb string, s *flagSet, o *options) {
+	verbFlags[verb](s, o)
+	configFlag(s, o)
+}
 
 // parseOptions reads the variables and the command line of verb: errHelp
 // after -h, errUsage after a usage error (both printed).
@@ -272,7 +276,16 @@ func parseOptions(verb string, args []string, stdout, stderr io.Writer) (options
 	o := defaultOptions()
 	s := newFlagSet("walrelay " + verb)
 	bindVerb(verb, s, &o)
-	return o, s, s.Parse(args, lookupEnv, stdout, stderr)
+	if path := configPath(args); path != "" {
+		if err := readConfigFile(verb, path, s); err != nil {
+			return o, s, asConfigError(err)
+		}
+	}
+	err := s.Parse(args, lookupEnv, stdout, stderr)
+	if errors.Is(err, errHelp) {
+		return o, s, err
+	}
+	return o, s, asConfigError(err) // a bad variable or file value is a settings error too
 }
 
 // streamFlags are what the verbs that read the outbox from the slot and

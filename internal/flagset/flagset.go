@@ -39,7 +39,17 @@ type Set struct {
 	// preset was applied (ApplyPreset); nil before.
 	explicit map[string]bool
 	owners   map[string][]string // see New
+	file     Source              // SetFile; nil for none
 }
+
+// Source is a config file's value of a flag and where it stands in the
+// file ("walrelay.yaml:3"), for its errors.
+type Source func(name string) (value, where string, ok bool)
+
+// SetFile makes Parse set the flags a config file gives first, below the
+// variables and the command line: each wins over it. A flag-only flag is
+// never read from it.
+func (s *Set) SetFile(src Source) { s.file = src }
 
 type flagGroup struct {
 	title string
@@ -126,6 +136,10 @@ func (s *Set) Secret(p *string, name, help string, show func(string) string) {
 	s.add(name, flagSpec{secret: true})
 }
 
+// IsFlagOnly reports whether the verb's flag is read from the command
+// line only.
+func (s *Set) IsFlagOnly(name string) bool { return s.specs[name].flagOnly }
+
 // Has reports whether the verb has the flag.
 func (s *Set) Has(name string) bool { return s.fs.Lookup(name) != nil }
 
@@ -138,12 +152,13 @@ func (s *Set) FlagOnly(names ...string) {
 	}
 }
 
-// Parse reads the variables, then the command line. -h prints the flags on
+// Parse reads the config file (SetFile), the variables, then the command
+// line, each winning over the one before. -h prints the flags on
 // stdout (ErrHelp). A flag the verb lacks, a bad flag value or an argument
 // is a usage error of a few lines on stderr (ErrUsage). A bad variable is
 // an error naming it.
 func (s *Set) Parse(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) error {
-	envErrs := s.applyEnv(lookupEnv)
+	envErrs := append(s.applyFile(), s.applyEnv(lookupEnv)...)
 	if err := s.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			// -h shows what a preset given before it sets, as "set to".
@@ -162,6 +177,27 @@ func (s *Set) Parse(args []string, lookupEnv func(string) (string, bool), stdout
 		return errors.New(strings.Join(envErrs, "; "))
 	}
 	return s.ApplyPreset()
+}
+
+// applyFile sets each flag the config file gives, and returns what could
+// not be set.
+func (s *Set) applyFile() []string {
+	if s.file == nil {
+		return nil
+	}
+	var errs []string
+	for _, g := range s.groups {
+		for _, name := range g.names {
+			v, where, ok := s.file(name)
+			if !ok || s.specs[name].flagOnly {
+				continue
+			}
+			if err := s.fs.Set(name, v); err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %s: %q is not %s", where, name, v, s.specs[name].kind))
+			}
+		}
+	}
+	return errs
 }
 
 // applyEnv sets each flag from its variable, where it has one and it is
