@@ -30,15 +30,21 @@ func Build(dir, name, tags string) (string, error) {
 }
 
 // BuildPkg builds the command pkg (a path relative to the repository root)
-// as dir/name, with the build tags tags.
+// as dir/name, with the build tags tags. A command under ./test/ is built
+// in the test module (test/go.mod), which holds it since issue 33: the
+// root module does not contain it.
 func BuildPkg(dir, name, tags, pkg string) (string, error) {
 	out := filepath.Join(dir, name)
 	args := []string{"build", "-o", out}
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
+	moduleDir := rig.RepoRoot()
+	if rest, ok := strings.CutPrefix(pkg, "./test/"); ok {
+		moduleDir, pkg = filepath.Join(moduleDir, "test"), "./"+rest
+	}
 	cmd := exec.Command("go", append(args, pkg)...)
-	cmd.Dir = rig.RepoRoot()
+	cmd.Dir = moduleDir
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("build %s: %w", name, err)
