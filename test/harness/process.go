@@ -46,6 +46,9 @@ func StartProcess(t *testing.T, name, bin string, env []string, args ...string) 
 	return p
 }
 
+// Pid is the process's id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Output is everything the process printed so far.
 func (p *Process) Output() string { return p.out.String() }
 

@@ -5,6 +5,7 @@ package benchenv
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -38,4 +39,63 @@ func StatCPU(path string) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(utime+stime) * time.Second / clockTicks, true
+}
+
+// TaskCPU is pid's time on a CPU, the sum over its threads of
+// /proc/<pid>/task/<tid>/schedstat (nanoseconds). ProcCPU counts in ticks
+// of 10 ms: over a window of seconds that is a tenth of what
+// pg_recvlogical or a walsender spends at 200 messages per second. A thread
+// that has exited is not counted: read it for processes that keep theirs
+// (PostgreSQL's backends and pg_recvlogical have one; Go programs keep
+// theirs).
+func TaskCPU(pid int) (time.Duration, bool) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/[0-9]*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		return 0, false
+	}
+	var sum time.Duration
+	for _, path := range tasks {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return 0, false
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		sum += time.Duration(ns)
+	}
+	return sum, true
+}
+
+// Memory is pid's resident set now and its peak so far (VmRSS and VmHWM of
+// /proc/<pid>/status), in bytes.
+func Memory(pid int) (rss, peak int64, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	var found int
+	for _, line := range strings.Split(string(b), "\n") {
+		name, value, _ := strings.Cut(line, ":")
+		f := strings.Fields(value)
+		if (name != "VmRSS" && name != "VmHWM") || len(f) == 0 {
+			continue
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		if name == "VmRSS" {
+			rss = kb << 10
+		} else {
+			peak = kb << 10
+		}
+		found++
+	}
+	return rss, peak, found == 2
 }
