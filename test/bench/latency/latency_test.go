@@ -97,7 +97,35 @@ func relayFlags() []string { return strings.Fields(os.Getenv("WALRELAY_BENCH_REL
 // measured window, and a tail, all at the same rate, so that every ack in
 // the window happens under steady load.
 func measure(t *testing.T, rate int, window time.Duration, flags []string) result {
-	warmup := max(3*time.Second, window/12)
+	return measureWith(t, runSpec{rate: rate, window: window, flags: flags, payload: payload})
+}
+
+// runSpec is one rate's measure: what the writer writes and what else runs.
+type runSpec struct {
+	rate    int
+	window  time.Duration
+	flags   []string           // extra `walrelay run` flags
+	payload func(n int) string // the n-th row's payload
+	beside  *beside            // nil: nothing else runs
+}
+
+// beside is what a benchmark runs next to measure's relay and writer, on
+// the same WAL (TestBenchSteady: pg_recvlogical on a slot of its own).
+// start runs once the relay streams, before the writer begins, and returns
+// the processes it started (not neighbours, for the window's watch); begin
+// and end run at the measured window's start and end, just after its
+// histogram scrapes, and fail the test if what they watch has died.
+type beside struct {
+	start      func(t *testing.T, f *harness.Fixture, relay *harness.Relay, metricsAddr string) []int
+	begin, end func(t *testing.T)
+}
+
+// warmupFor is how long a run writes before its measured window.
+func warmupFor(window time.Duration) time.Duration { return max(3*time.Second, window/12) }
+
+func measureWith(t *testing.T, spec runSpec) result {
+	rate, window, flags := spec.rate, spec.window, spec.flags
+	warmup := warmupFor(window)
 	const tail = time.Second
 	total := int(int64(rate) * int64(warmup+window+tail) / int64(time.Second))
 
@@ -109,6 +137,11 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 	relay := f.Run(append([]string{"--metrics-addr", addr, "--status-interval", "10s"}, flags...)...)
 	relay.WaitStarted()
 
+	var own []int
+	if spec.beside != nil {
+		own = spec.beside.start(t, f, relay, addr)
+	}
+
 	pool := writerPool(t, f.PGURL)
 	ids := newIDs()
 	base := time.Now().Add(200 * time.Millisecond) // the consumer's readers connect meanwhile
@@ -119,15 +152,21 @@ func measure(t *testing.T, rate int, window time.Duration, flags []string) resul
 	pr := startProbe(f.Brokers, f.Topic("probe"))
 	t.Cleanup(pr.end)
 
-	w := newWriter(pool, f.Table, rate, total, base, ids)
+	w := newWriter(pool, f.Table, rate, total, base, ids, spec.payload)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // a failed test stops the writer
 	writeErr := make(chan error, 1)
 	go func() { writeErr <- w.run(ctx) }()
 
 	before := scrapeAt(t, relay, addr, base.Add(warmup))
-	watch := startWatch(t, f, pr, relay.Cmd.Process.Pid)
+	if spec.beside != nil {
+		spec.beside.begin(t)
+	}
+	watch := startWatch(t, f, pr, append(own, relay.Cmd.Process.Pid)...)
 	after := scrapeAt(t, relay, addr, base.Add(warmup+window))
+	if spec.beside != nil {
+		spec.beside.end(t)
+	}
 	around := watch.end(t)
 	testkit.Must(t, <-writeErr, "write")
 	hist, err := after.since(before)

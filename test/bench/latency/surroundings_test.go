@@ -44,13 +44,13 @@ type watch struct {
 	start time.Time
 }
 
-// startWatch begins the window's watch; relayPID is the benchmark's own
-// walrelay, not a neighbour.
-func startWatch(t *testing.T, f *harness.Fixture, pr *probe, relayPID int) *watch {
+// startWatch begins the window's watch; own are the benchmark's own
+// processes (its walrelay, say), not neighbours.
+func startWatch(t *testing.T, f *harness.Fixture, pr *probe, own ...int) *watch {
 	t.Helper()
 	pr.take() // drops the warm-up's round trips
 	w := &watch{
-		f: f, probe: pr, nb: watchNeighbours(os.Getpid(), relayPID),
+		f: f, probe: pr, nb: watchNeighbours(append(own, os.Getpid())...),
 		cpu: readCPU(), wal: f.CurrentLSN(), ckpt: checkpoints(t, f.DB), start: time.Now(),
 	}
 	if pid := walsenderPID(t, f); pid != 0 {

@@ -56,21 +56,22 @@ func (s ids) index(id string) (int, bool) {
 // that cannot start on time (every connection busy) starts as soon as one
 // is free and counts as late.
 type writer struct {
-	pool   *pgxpool.Pool
-	insert string
-	rate   int
-	total  int
-	base   time.Time
-	ids    ids
+	pool    *pgxpool.Pool
+	insert  string
+	payload func(n int) string
+	rate    int
+	total   int
+	base    time.Time
+	ids     ids
 
 	// Filled by run, one entry per transaction, as durations since base.
 	started   []time.Duration
 	committed []time.Duration // when COMMIT returned
 }
 
-func newWriter(pool *pgxpool.Pool, table string, rate, total int, base time.Time, ids ids) *writer {
+func newWriter(pool *pgxpool.Pool, table string, rate, total int, base time.Time, ids ids, payload func(n int) string) *writer {
 	return &writer{
-		pool: pool,
+		pool: pool, payload: payload,
 		// Autocommit: the INSERT is the whole transaction, so Exec returns
 		// when its COMMIT does, in one round trip.
 		insert: "INSERT INTO " + table + " (message_id, aggregate_type, aggregate_id, aggregate_version, type, payload) VALUES ($1, 'bench', $2, $3, 'bench.tick.v1', $4)",
@@ -122,7 +123,7 @@ func (w *writer) schedule(ctx context.Context, due chan<- int) error {
 func (w *writer) work(ctx context.Context, due <-chan int) error {
 	for n := range due {
 		w.started[n] = time.Since(w.base)
-		if _, err := w.pool.Exec(ctx, w.insert, w.ids.id(n), "agg-"+strconv.Itoa(n%aggregates), n/aggregates+1, payload(n)); err != nil {
+		if _, err := w.pool.Exec(ctx, w.insert, w.ids.id(n), "agg-"+strconv.Itoa(n%aggregates), n/aggregates+1, w.payload(n)); err != nil {
 			return fmt.Errorf("commit transaction %d: %w", n, err)
 		}
 		w.committed[n] = time.Since(w.base)
