@@ -24,4 +24,11 @@
 // TestBenchKnee (knee_test.go) runs the same measure at rising rates until
 // one relay stops keeping up (p99 above 50 ms) or the writer cannot reach
 // the rate, and writes knee.md (issue 20).
+//
+// TestBenchSteady (steady_test.go) is the CPU a steady load costs (issue
+// 37): at 200, 1,000 and 2,500 tx/s, measure's run with pg_recvlogical
+// reading a second slot of the same publication, each process's and each
+// walsender's CPU per message over the window, and a bare kafka-go Writer
+// (test/bench/kafkafloor) at the same rate as the Kafka client's floor;
+// it writes steady.md.
 package latency

@@ -61,8 +61,8 @@ func writeSteadyReport(t *testing.T, e environment, flags []string, window time.
 	fmt.Fprintf(&b, "Reproduce (rig running, `eval \"$(scripts/rig.sh env)\"`): `%s`\n\n", withRelayFlags(cmd, flags))
 	b.WriteString(e.line() + "\n\n")
 	fmt.Fprintf(&b, "Each rate: the latency benchmark's run (a fresh outbox, slot and 3-partition topic; walrelay with %s; "+
-		"the paced writer of single-row INSERT transactions, a uuid and a %d-byte JSON payload, on %d connections) with %s "+
-		"(pgoutput, proto_version 1, to /dev/null) reading a second slot of the same publication at the same time; "+
+		"the paced writer of single-row INSERT transactions, a uuid and a %d-byte JSON payload, on %d connections) and, "+
+		"at the same time, %s (pgoutput, proto_version 1, to /dev/null) reading a second slot of the same publication; "+
 		"a measured window of %s after a warm-up of %s; then the kafka-go floor alone. Load average after: %s.\n\n",
 		relaySetting(flags), len(steadyPayload(0)), writerConns, recvVersion(recvBin), window, warmupFor(window), benchenv.LoadAverage())
 	b.WriteString(renderSteady(results))

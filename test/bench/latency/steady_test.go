@@ -27,7 +27,7 @@ const steadyRatesEnv = "WALRELAY_BENCH_STEADY_RATES"
 
 // steadyPayloadFormat is the steady load's payload, about 60 bytes of JSON
 // (issue 37); its one verb is the row's number. kafkafloor gets the same.
-const steadyPayloadFormat = `{"order_id":"ord-%09d","status":"submitted","amount":42.50}`
+const steadyPayloadFormat = `{"order_id":"ord-%09d","status":"placed","amount":42.5}`
 
 func steadyPayload(n int) string { return fmt.Sprintf(steadyPayloadFormat, n) }
 
