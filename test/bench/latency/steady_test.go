@@ -87,8 +87,6 @@ const (
 	procCount
 )
 
-var procNames = [procCount]string{"walrelay", "walrelay's walsender", "pg_recvlogical", "pg_recvlogical's walsender"}
-
 // side runs pg_recvlogical beside measure's walrelay and reads both, and
 // their walsenders, at the window's start and end.
 type side struct {
@@ -106,7 +104,6 @@ type side struct {
 	requestsTo        float64
 	rss, peakRSS      int64              // walrelay's at the window's end
 	usPerMsg          [procCount]float64 // CPU per message in the window; NaN if unknown
-	messages          float64            // COMMITs returned in the window
 	requestsPerSec    float64            // walrelay's produce requests
 	recordsPerRequest float64            // messages over produce requests
 }
@@ -187,9 +184,9 @@ func (s *side) produceRequests(t *testing.T) float64 {
 	return n
 }
 
-// perMessage turns the window's readings into figures over messages.
+// perMessage turns the window's readings into figures per message:
+// messages is how many COMMITs returned in the window.
 func (s *side) perMessage(messages float64) {
-	s.messages = messages
 	for i := range s.usPerMsg {
 		s.usPerMsg[i] = math.NaN()
 		if s.from[i] >= 0 && s.to[i] >= 0 && messages > 0 {
