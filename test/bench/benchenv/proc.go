@@ -99,3 +99,34 @@ func Memory(pid int) (rss, peak int64, ok bool) {
 	}
 	return rss, peak, found == 2
 }
+
+// ContextSwitches is how often pid's threads have left a CPU so far, the
+// sum of voluntary_ctxt_switches and nonvoluntary_ctxt_switches of each
+// /proc/<pid>/task/<tid>/status: how often it went to sleep or was put
+// off, the wake-ups a steady load costs. Exited threads are not counted,
+// as in TaskCPU.
+func ContextSwitches(pid int) (int64, bool) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/[0-9]*/status", pid))
+	if err != nil || len(tasks) == 0 {
+		return 0, false
+	}
+	var sum int64
+	for _, path := range tasks {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			name, value, _ := strings.Cut(line, ":")
+			if name != "voluntary_ctxt_switches" && name != "nonvoluntary_ctxt_switches" {
+				continue
+			}
+			n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+			if err != nil {
+				return 0, false
+			}
+			sum += n
+		}
+	}
+	return sum, true
+}

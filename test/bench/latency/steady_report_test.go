@@ -17,15 +17,16 @@ import (
 // renderSteady is the steady-load table, one row per rate.
 func renderSteady(results []steadyResult) string {
 	var b strings.Builder
-	b.WriteString("| target tx/s | achieved tx/s | walrelay µs/msg | its walsender µs/msg | pg_recvlogical µs/msg | its walsender µs/msg | walrelay / pg_recvlogical | <= 2x | kafka-go floor µs/msg | walrelay / floor | walrelay RSS MiB peak / end | commit-to-ack p50 | p99 | produce requests/s (msgs each) | floor requests/s | machine CPU busy | other busy programs |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| target tx/s | achieved tx/s | walrelay µs/msg | its walsender µs/msg | pg_recvlogical µs/msg | its walsender µs/msg | walrelay / pg_recvlogical | <= 2x | kafka-go floor µs/msg | walrelay / floor | context switches/msg walrelay / pg_recvlogical / floor | walrelay RSS MiB peak / end | commit-to-ack p50 | p99 | produce requests/s (msgs each) | floor requests/s | machine CPU busy | other busy programs |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, s := range results {
 		us := s.usPerMsg
 		ratio := us[relayProc] / us[recvProc]
-		fmt.Fprintf(&b, "| %d | %.0f | %s | %s | %s | %s | %s | %s | %.1f | %s | %.0f / %.0f | %s | %s | %.0f (%s) | %.0f | %.0f%% | %s |\n",
+		fmt.Fprintf(&b, "| %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %.0f / %.0f | %s | %s | %.0f (%s) | %.0f | %.0f%% | %s |\n",
 			s.r.rate, s.r.pace.achieved,
 			orNA("%.1f", us[relayProc]), orNA("%.1f", us[relaySender]), orNA("%.1f", us[recvProc]), orNA("%.1f", us[recvSender]),
-			orNA("%.2fx", ratio), met(ratio), s.floor.usPerMsg, orNA("%.2fx", us[relayProc]/s.floor.usPerMsg),
+			orNA("%.2fx", ratio), met(ratio), orNA("%.1f", s.floor.usPerMsg), orNA("%.2fx", us[relayProc]/s.floor.usPerMsg),
+			orNA("%.1f", s.switchesPerMsg[relayProc]), orNA("%.1f", s.switchesPerMsg[recvProc]), orNA("%.1f", s.floor.switchesPerMsg),
 			float64(s.peakRSS)/(1<<20), float64(s.rss)/(1<<20),
 			est(s.r.hist.quantile(.5)), est(s.r.hist.quantile(.99)),
 			s.requestsPerSec, orNA("%.1f", s.recordsPerRequest), s.floor.requestsPerSec,
@@ -79,6 +80,9 @@ func writeSteadyReport(t *testing.T, e environment, flags []string, window time.
   the same shape (key, payload, walrelay's CloudEvents headers) at the same rate to a topic of its own, after
   walrelay's run, with the same warm-up and window; its CPU per record due in the window, read the same way.
   *walrelay / floor*: how far above what the Kafka client alone costs walrelay sits.
+- *context switches/msg*: how often the process's threads left a CPU in the window (voluntary_ctxt_switches +
+  nonvoluntary_ctxt_switches of each /proc/<pid>/task/<tid>/status), per message: its sleeps and wake-ups, for
+  walrelay, pg_recvlogical and the floor.
 - *walrelay RSS*: VmHWM (the peak since its start) and VmRSS of /proc/<pid>/status at the window's end.
 - *commit-to-ack*: walrelay_commit_to_ack_seconds, the difference of the buckets scraped at the window's start and
   end, estimates within the bucket shown (see the latency benchmark's notes).

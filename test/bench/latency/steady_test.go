@@ -73,7 +73,7 @@ type steadyResult struct {
 func measureSteady(t *testing.T, rate int, window time.Duration, flags []string, recvBin, floorBin string) steadyResult {
 	s := &side{recvBin: recvBin}
 	r := measureWith(t, runSpec{rate: rate, window: window, flags: flags, payload: steadyPayload, beside: s.hooks()})
-	s.perMessage(r.pace.achieved * window.Seconds())
+	s.figures(r.pace.achieved * window.Seconds())
 	fl := runFloor(t, floorBin, s.f, rate, window, kafkaLinger(flags))
 	return steadyResult{r: r, side: *s, floor: fl}
 }
@@ -98,12 +98,13 @@ type side struct {
 	slot    string // pg_recvlogical's
 
 	pids              [procCount]int
-	from, to          [procCount]time.Duration
+	from, to          [procCount]reading
 	begun, ended      time.Time
 	requestsFrom      float64
 	requestsTo        float64
 	rss, peakRSS      int64              // walrelay's at the window's end
 	usPerMsg          [procCount]float64 // CPU per message in the window; NaN if unknown
+	switchesPerMsg    [procCount]float64 // context switches per message in the window; NaN if unknown
 	requestsPerSec    float64            // walrelay's produce requests
 	recordsPerRequest float64            // messages over produce requests
 }
@@ -136,7 +137,7 @@ func (s *side) begin(t *testing.T) {
 	t.Helper()
 	s.recv.Running()
 	s.pids = [procCount]int{s.relay.Cmd.Process.Pid, activePID(t, s.f, s.f.Slot), s.recv.Pid(), activePID(t, s.f, s.slot)}
-	s.from, s.requestsFrom, s.begun = s.readCPU(), s.produceRequests(t), time.Now()
+	s.from, s.requestsFrom, s.begun = s.read(), s.produceRequests(t), time.Now()
 }
 
 // end reads them again, walrelay's memory, and stops pg_recvlogical (the
@@ -144,12 +145,12 @@ func (s *side) begin(t *testing.T) {
 func (s *side) end(t *testing.T) {
 	t.Helper()
 	s.recv.Running()
-	s.to, s.requestsTo, s.ended = s.readCPU(), s.produceRequests(t), time.Now()
+	s.to, s.requestsTo, s.ended = s.read(), s.produceRequests(t), time.Now()
 	// A walsender that changed means its reader reconnected in the window:
 	// the one read at the start no longer counts all of its CPU.
 	for i, slot := range map[int]string{relaySender: s.f.Slot, recvSender: s.slot} {
 		if activePID(t, s.f, slot) != s.pids[i] {
-			s.to[i] = -1
+			s.to[i] = unread
 		}
 	}
 	var ok bool
@@ -160,16 +161,41 @@ func (s *side) end(t *testing.T) {
 	s.recv.Stop() // its exit status on SIGTERM says nothing: it ran until now
 }
 
-// readCPU is each process's CPU time so far, -1 where it cannot be read.
-func (s *side) readCPU() [procCount]time.Duration {
-	var out [procCount]time.Duration
+// reading is one process's counters at one time.
+type reading struct {
+	cpu      time.Duration
+	switches int64
+}
+
+// unread is the reading of a process that could not be read.
+var unread = reading{cpu: -1, switches: -1}
+
+// readProc reads pid's CPU time and context switches so far.
+func readProc(pid int) reading {
+	cpu, ok1 := benchenv.TaskCPU(pid)
+	switches, ok2 := benchenv.ContextSwitches(pid)
+	if pid == 0 || !ok1 || !ok2 {
+		return unread
+	}
+	return reading{cpu: cpu, switches: switches}
+}
+
+// read is each process's reading now.
+func (s *side) read() [procCount]reading {
+	var out [procCount]reading
 	for i, pid := range s.pids {
-		out[i] = -1
-		if cpu, ok := benchenv.TaskCPU(pid); ok && pid != 0 {
-			out[i] = cpu
-		}
+		out[i] = readProc(pid)
 	}
 	return out
+}
+
+// perMessage is the CPU time (µs) and the context switches from one
+// reading to a later one, per message; NaN where either is unread.
+func perMessage(from, to reading, messages float64) (us, switches float64) {
+	if from == unread || to == unread || messages <= 0 {
+		return math.NaN(), math.NaN()
+	}
+	return float64((to.cpu - from.cpu).Microseconds()) / messages, float64(to.switches-from.switches) / messages
 }
 
 // produceRequests is walrelay_produce_requests_total summed over topics.
@@ -184,14 +210,11 @@ func (s *side) produceRequests(t *testing.T) float64 {
 	return n
 }
 
-// perMessage turns the window's readings into figures per message:
-// messages is how many COMMITs returned in the window.
-func (s *side) perMessage(messages float64) {
+// figures turns the window's readings into figures per message: messages
+// is how many COMMITs returned in the window.
+func (s *side) figures(messages float64) {
 	for i := range s.usPerMsg {
-		s.usPerMsg[i] = math.NaN()
-		if s.from[i] >= 0 && s.to[i] >= 0 && messages > 0 {
-			s.usPerMsg[i] = float64((s.to[i] - s.from[i]).Microseconds()) / messages
-		}
+		s.usPerMsg[i], s.switchesPerMsg[i] = perMessage(s.from[i], s.to[i], messages)
 	}
 	requests := s.requestsTo - s.requestsFrom
 	s.requestsPerSec = requests / s.ended.Sub(s.begun).Seconds()
@@ -248,6 +271,7 @@ func kafkaLinger(flags []string) time.Duration {
 // floorResult is the bare kafka-go Writer's run at one rate.
 type floorResult struct {
 	usPerMsg       float64 // CPU per record due in the window
+	switchesPerMsg float64 // context switches per record due in the window
 	requestsPerSec float64 // produce requests over its whole run
 }
 
@@ -263,27 +287,26 @@ func runFloor(t *testing.T, bin string, f *harness.Fixture, rate int, window, li
 	p := harness.StartProcess(t, "kafkafloor", bin, nil, "-brokers", f.Brokers, "-topic", topic,
 		"-rate", strconv.Itoa(rate), "-count", strconv.Itoa(total), "-start", strconv.FormatInt(base.UnixNano(), 10),
 		"-payload", steadyPayloadFormat, "-linger", linger.String())
-	from := cpuAt(t, p, base.Add(warmup))
-	to := cpuAt(t, p, base.Add(warmup+window))
+	from := readAt(t, p, base.Add(warmup))
+	to := readAt(t, p, base.Add(warmup+window))
 	p.Wait(60*time.Second + tail)
 	var acked, requests int
 	if _, err := fmt.Sscanf(p.Tail(1), "acked %d requests %d", &acked, &requests); err != nil || acked != total {
 		t.Fatalf("kafkafloor: got %q; want \"acked %d requests N\"", p.Tail(10), total)
 	}
-	return floorResult{
-		usPerMsg:       float64((to - from).Microseconds()) / (float64(rate) * window.Seconds()),
-		requestsPerSec: float64(requests) / time.Since(base).Seconds(),
-	}
+	fl := floorResult{requestsPerSec: float64(requests) / time.Since(base).Seconds()}
+	fl.usPerMsg, fl.switchesPerMsg = perMessage(from, to, float64(rate)*window.Seconds())
+	return fl
 }
 
-// cpuAt waits until at and reads p's CPU time, failing if p has exited.
-func cpuAt(t *testing.T, p *harness.Process, at time.Time) time.Duration {
+// readAt waits until at and reads p, failing if p has exited.
+func readAt(t *testing.T, p *harness.Process, at time.Time) reading {
 	t.Helper()
 	time.Sleep(time.Until(at))
 	p.Running()
-	cpu, ok := benchenv.TaskCPU(p.Pid())
-	if !ok {
-		t.Fatalf("read %s's CPU time from /proc", p.Name)
+	r := readProc(p.Pid())
+	if r == unread {
+		t.Fatalf("read %s's CPU time and context switches from /proc", p.Name)
 	}
-	return cpu
+	return r
 }
