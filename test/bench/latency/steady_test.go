@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/test/bench/benchenv"
 	"github.com/walrelay/walrelay/test/harness"
 )
@@ -121,14 +122,10 @@ func (s *side) start(t *testing.T, f *harness.Fixture, relay *harness.Relay, add
 	testkit.Must(t, err, "create slot %s", s.slot)
 	s.recv = harness.StartProcess(t, "pg_recvlogical", s.recvBin, nil, "-d", f.PGURL, "--start", "-S", s.slot,
 		"-o", "proto_version=1", "-o", "publication_names="+f.Publication, "--no-loop", "-f", "/dev/null")
-	deadline := time.Now().Add(30 * time.Second)
-	for activePID(t, f, s.slot) == 0 {
+	poll.EventuallyEvery(t, 30*time.Second, 50*time.Millisecond, "pg_recvlogical reading slot "+s.slot, func() (string, bool) {
 		s.recv.Running()
-		if time.Now().After(deadline) {
-			t.Fatalf("pg_recvlogical's slot %s not active after 30s:\n%s", s.slot, s.recv.Tail(20))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return "pg_recvlogical's output:\n" + s.recv.Tail(20), activePID(t, f, s.slot) != 0
+	})
 	return []int{s.recv.Pid()}
 }
 
@@ -222,16 +219,6 @@ func (s *side) figures(messages float64) {
 	if requests > 0 {
 		s.recordsPerRequest = messages / requests
 	}
-}
-
-// activePID is the walsender serving slot, 0 while no one reads it.
-func activePID(t *testing.T, f *harness.Fixture, slot string) int {
-	t.Helper()
-	var pid int
-	err := f.DB.QueryRow(context.Background(),
-		"SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&pid)
-	testkit.Must(t, err, "read the walsender of slot %s", slot)
-	return pid
 }
 
 // recvlogicalBin is pg_recvlogical of the rig's PostgreSQL

@@ -53,7 +53,7 @@ func startWatch(t *testing.T, f *harness.Fixture, pr *probe, own ...int) *watch 
 		f: f, probe: pr, nb: watchNeighbours(append(own, os.Getpid())...),
 		cpu: readCPU(), wal: f.CurrentLSN(), ckpt: checkpoints(t, f.DB), start: time.Now(),
 	}
-	if pid := walsenderPID(t, f); pid != 0 {
+	if pid := activePID(t, f, f.Slot); pid != 0 {
 		if cpu, ok := benchenv.ProcCPU(pid); ok {
 			w.wsPID, w.wsCPU = pid, cpu
 		}
@@ -95,13 +95,13 @@ func checkpoints(t *testing.T, db *pgxpool.Pool) int64 {
 	return n
 }
 
-// walsenderPID is the process of the walsender serving the fixture's slot,
-// or 0 if the slot is not active.
-func walsenderPID(t *testing.T, f *harness.Fixture) int {
+// activePID is the walsender serving slot (the slot's active_pid), 0
+// while no one reads it.
+func activePID(t *testing.T, f *harness.Fixture, slot string) int {
 	t.Helper()
 	var pid int
 	err := f.DB.QueryRow(context.Background(),
-		"SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1", f.Slot).Scan(&pid)
-	testkit.Must(t, err, "read the walsender of slot %s", f.Slot)
+		"SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&pid)
+	testkit.Must(t, err, "read the walsender of slot %s", slot)
 	return pid
 }
