@@ -53,13 +53,14 @@ func writeSteadyReport(t *testing.T, e environment, flags []string, window time.
 	if scale == "" {
 		scale = "1"
 	}
-	cmd := "WALRELAY_BENCH_SCALE=" + scale + " go test -tags bench -run TestBenchSteady -count=1 -timeout 30m -v ./test/bench/latency"
+	// The benchmarks are in the test module (test/go.mod): go test runs there.
+	cmd := "WALRELAY_BENCH_SCALE=" + scale + " go test -tags bench -run TestBenchSteady -count=1 -timeout 30m -v ./bench/latency"
 	if s := os.Getenv(steadyRatesEnv); s != "" {
 		cmd = steadyRatesEnv + "=" + s + " " + cmd
 	}
 	var b strings.Builder
 	b.WriteString("## CPU at steady load (issue 37)\n\n")
-	fmt.Fprintf(&b, "Reproduce (rig running, `eval \"$(scripts/rig.sh env)\"`): `%s`\n\n", withRelayFlags(cmd, flags))
+	fmt.Fprintf(&b, "Reproduce (rig running, `eval \"$(scripts/rig.sh env)\"`): `cd test && %s`\n\n", withRelayFlags(cmd, flags))
 	b.WriteString(e.line() + "\n\n")
 	fmt.Fprintf(&b, "Each rate: the latency benchmark's run (a fresh outbox, slot and 3-partition topic; walrelay with %s; "+
 		"the paced writer of single-row INSERT transactions, a uuid and a %d-byte JSON payload, on %d connections) and, "+
