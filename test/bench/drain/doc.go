@@ -51,7 +51,7 @@
 //
 // Run it with
 //
-//	WALRELAY_BENCH_SCALE=0.02 go test -tags bench -run TestBenchDrain -count=1 -timeout 0 -v ./test/bench/drain
+//	cd test && WALRELAY_BENCH_SCALE=0.02 go test -tags bench -run TestBenchDrain -count=1 -timeout 0 -v ./bench/drain
 //
 // (scale 1 is the full size).
 package drain

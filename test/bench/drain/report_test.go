@@ -19,7 +19,7 @@ import (
 func report(t *testing.T, pgURL, brokers string, scale float64, results []result, load string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Drain: a backlog against pg_recvlogical\n\n")
-	fmt.Fprintf(&b, "Reproduce: `WALRELAY_BENCH_SCALE=%g go test -tags bench -run TestBenchDrain -count=1 -timeout 0 -v ./test/bench/drain`\n\n", scale)
+	fmt.Fprintf(&b, "Reproduce: `cd test && WALRELAY_BENCH_SCALE=%g go test -tags bench -run TestBenchDrain -count=1 -timeout 0 -v ./bench/drain`\n\n", scale)
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), PostgreSQL %s, Kafka %s (broker at %s), %s.\n\n",
 		runtime.NumCPU(), benchenv.CPUModel(), benchenv.PGVersion(t, pgURL), benchenv.KafkaVersion(), brokers, time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "Load average (1, 5, 15 min): %s; PostgreSQL, Kafka and walrelay share these CPUs with whatever else runs.\n\n", load)

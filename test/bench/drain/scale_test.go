@@ -87,7 +87,7 @@ func drainPoints(t *testing.T, pgURL, brokers string, rows, payload int, parts [
 func scaleReport(t *testing.T, pgURL, brokers string, scale float64, byPayload, byParts []point, load string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Scale: drain rate and CPU against payload and partitions (issue 20)\n\n")
-	fmt.Fprintf(&b, "Reproduce: `WALRELAY_BENCH_SCALE=%g go test -tags bench -run TestBenchScale -count=1 -timeout 0 -v ./test/bench/drain`\n\n", scale)
+	fmt.Fprintf(&b, "Reproduce: `cd test && WALRELAY_BENCH_SCALE=%g go test -tags bench -run TestBenchScale -count=1 -timeout 0 -v ./bench/drain`\n\n", scale)
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), PostgreSQL %s, Kafka %s (broker at %s), %s. Load average (1, 5, 15 min): %s.\n\n",
 		runtime.NumCPU(), benchenv.CPUModel(), benchenv.PGVersion(t, pgURL), benchenv.KafkaVersion(), brokers,
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), load)

@@ -112,10 +112,11 @@ func writeKneeReport(t *testing.T, e environment, flags []string, window time.Du
 	if scale == "" {
 		scale = "1"
 	}
-	cmd := "WALRELAY_BENCH_SCALE=" + scale + " go test -tags bench -run TestBenchKnee -count=1 -timeout 60m -v ./test/bench/latency"
+	cmd := "WALRELAY_BENCH_SCALE=" + scale + " go test -tags bench -run TestBenchKnee -count=1 -timeout 60m -v ./bench/latency"
 	if s := os.Getenv(kneeRatesEnv); s != "" {
 		cmd = kneeRatesEnv + "=" + s + " " + cmd
 	}
+	cmd = "cd test && " + cmd // the benchmarks are the test module's
 	var b strings.Builder
 	b.WriteString("## Steady-load knee (issue 20)\n\n")
 	fmt.Fprintf(&b, "Reproduce (rig running, `eval \"$(scripts/rig.sh env)\"`): `%s`\n\n", withRelayFlags(cmd, flags))

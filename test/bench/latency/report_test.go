@@ -118,10 +118,11 @@ func ms(d time.Duration) string {
 // the repository's .rig/bench.
 func writeReport(t *testing.T, e environment, flags []string, window time.Duration, tables string) {
 	t.Helper()
-	cmd := "go test -tags bench -run TestBenchLatency -v -timeout 30m ./test/bench/latency"
+	cmd := "go test -tags bench -run TestBenchLatency -v -timeout 30m ./bench/latency"
 	if e.benchScaleSetting != "" {
 		cmd = "WALRELAY_BENCH_SCALE=" + e.benchScaleSetting + " " + cmd
 	}
+	cmd = "cd test && " + cmd // the benchmarks are the test module's
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Latency at steady load\n\n")
 	fmt.Fprintf(&b, "Reproduce (rig running, `eval \"$(scripts/rig.sh env)\"`): `%s`\n\n", withRelayFlags(cmd, flags))
@@ -153,13 +154,19 @@ func (e environment) line() string {
 		e.cpus, e.cpuModel, e.postgres, e.kafka, e.goVersion, e.date, e.loadBefore)
 }
 
-// withRelayFlags prefixes a reproducing command with the run's
-// WALRELAY_BENCH_RELAY_FLAGS, if any.
+// withRelayFlags prefixes a reproducing command's go test (after its
+// "cd test && ") with the run's WALRELAY_BENCH_RELAY_FLAGS, if any.
 func withRelayFlags(cmd string, flags []string) string {
 	if len(flags) == 0 {
 		return cmd
 	}
-	return "WALRELAY_BENCH_RELAY_FLAGS='" + strings.Join(flags, " ") + "' " + cmd
+	cd, rest, ok := strings.Cut(cmd, "cd test && ")
+	if !ok {
+		cd, rest = "", cmd
+	} else {
+		cd = cd + "cd test && "
+	}
+	return cd + "WALRELAY_BENCH_RELAY_FLAGS='" + strings.Join(flags, " ") + "' " + rest
 }
 
 // relaySetting says how walrelay ran, for a report.

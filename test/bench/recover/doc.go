@@ -27,7 +27,7 @@
 //
 // Run it with `make bench-recover`, or
 //
-//	WALRELAY_BENCH_SCALE=0.1 go test -tags bench -run TestBenchRecover -count=1 -v ./test/bench/recover
+//	cd test && WALRELAY_BENCH_SCALE=0.1 go test -tags bench -run TestBenchRecover -count=1 -v ./bench/recover
 //
 // (scale 1 is the issue's 100,000-row gap).
 package recover

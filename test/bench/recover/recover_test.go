@@ -172,7 +172,7 @@ func summaryLine(out string) string {
 func report(t *testing.T, pgURL, brokers string, shape harness.Bulk, run, rec measure, load string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Recover: closing a gap from the outbox table\n\n")
-	fmt.Fprintf(&b, "Reproduce: `make bench-recover` (`WALRELAY_BENCH_SCALE=%g go test -tags bench -run TestBenchRecover -count=1 -v ./test/bench/recover`)\n\n",
+	fmt.Fprintf(&b, "Reproduce: `make bench-recover` (`cd test && WALRELAY_BENCH_SCALE=%g go test -tags bench -run TestBenchRecover -count=1 -v ./bench/recover`)\n\n",
 		benchenv.Scale(t))
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), PostgreSQL %s, Kafka %s (broker at %s), %s.\n\n",
 		runtime.NumCPU(), benchenv.CPUModel(), benchenv.PGVersion(t, pgURL), benchenv.KafkaVersion(), brokers, time.Now().UTC().Format("2006-01-02 15:04 MST"))
