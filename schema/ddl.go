@@ -44,6 +44,10 @@ type Config struct {
 // way.
 const SettingDeadLetters = "schema.Config.DeadLetters"
 
+// SettingTable names the outbox table's setting in errors about the names
+// derived from it.
+const SettingTable = "schema.Config.Table"
+
 // DeadLetterTable is c.DeadLetters, or its default beside the outbox table.
 func (c Config) DeadLetterTable() Table {
 	if c.DeadLetters.Name != "" {
@@ -73,8 +77,11 @@ func (c Config) TopicsTable() Table {
 
 // occurredAtIndex names the outbox table's index on its occurred_at column,
 // which `walrelay prune` uses: the table's name with _occurred_at, in the
-// table's schema (PostgreSQL cuts a name over 63 bytes to 63).
+// table's schema.
 func (c Config) occurredAtIndex() string { return c.Table.Name + "_occurred_at" }
+
+// deadLettersIndex names the dead-letter table's index of parked rows.
+func (c Config) deadLettersIndex() string { return c.DeadLetterTable().Name + "_parked" }
 
 // DefaultConfig is the contract as `walrelay schema` prints it by default.
 func DefaultConfig() Config {
@@ -85,7 +92,7 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate checks every name that goes into SQL.
+// Validate checks every name that goes into SQL, the derived ones too.
 func (c Config) Validate() error {
 	if err := c.Table.Validate("table"); err != nil {
 		return err
@@ -95,29 +102,52 @@ func (c Config) Validate() error {
 	}
 	dl := c.DeadLetterTable()
 	if err := dl.Validate("dead-letter table"); err != nil {
+		if c.DeadLetters.Name == "" {
+			return fmt.Errorf("%w (the outbox table's name with _dead_letters: shorten %s or set %s)", err, SettingTable, SettingDeadLetters)
+		}
 		return err
 	}
 	if dl == c.Table {
 		return fmt.Errorf("the dead-letter table must not be the outbox table %s", c.Table)
 	}
-	if err := c.validateRecoveries(); err != nil {
+	if err := c.validateDerived(); err != nil {
 		return err
 	}
 	return c.Columns.Validate()
 }
 
-// validateRecoveries checks the derived names of the recoveries and topics
-// tables (a long outbox table name can make them too long) and that they
-// are no other table of the contract.
-func (c Config) validateRecoveries() error {
-	for _, d := range []struct {
-		what, suffix string
-		t            Table
-	}{{"recoveries table", "_recoveries", c.RecoveryTable()}, {"topics table", "_topics", c.TopicsTable()}} {
-		if err := ValidateIdentifier(d.what, d.t.Name); err != nil {
-			return fmt.Errorf("%w (the outbox table's name with %s)", err, d.suffix)
+// derivedName is a name walrelay derives from another: from says which,
+// and which setting to change.
+type derivedName struct{ what, name, from, setting string }
+
+// validateNames checks derived names: a long name can make them longer
+// than PostgreSQL keeps, and PostgreSQL would then cut them, so that two
+// tables' names could become one.
+func validateNames(names ...derivedName) error {
+	for _, d := range names {
+		if err := ValidateIdentifier(d.what, d.name); err != nil {
+			return fmt.Errorf("%w (%s: shorten %s)", err, d.from, d.setting)
 		}
-		if d.t == c.DeadLetterTable() {
+	}
+	return nil
+}
+
+// validateDerived checks the names of the recoveries and topics tables,
+// which every verb uses, and that they are no other table of the
+// contract.
+func (c Config) validateDerived() error {
+	dl := c.DeadLetterTable()
+	err := validateNames(
+		derivedName{"recoveries table", c.RecoveryTable().Name, "the outbox table's name with _recoveries", SettingTable},
+		derivedName{"topics table", c.TopicsTable().Name, "the outbox table's name with _topics", SettingTable})
+	if err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		what string
+		t    Table
+	}{{"recoveries table", c.RecoveryTable()}, {"topics table", c.TopicsTable()}} {
+		if d.t == dl {
 			return fmt.Errorf("the dead-letter table must not be the %s %s", d.what, d.t)
 		}
 	}
@@ -130,13 +160,28 @@ func (c Config) validateRecoveries() error {
 // `walrelay schema` and for applications' migrations. Running it twice is safe for the tables (IF NOT EXISTS);
 // CREATE PUBLICATION has no such clause, so it is wrapped in a check.
 func DDL(c Config) (string, error) {
+	if err := c.validateIndexes(); err != nil {
+		return "", err
+	}
 	return render(c, outboxTemplate, deadLettersTemplate, recoveriesTemplate, topicsTemplate)
 }
 
 // DeadLetterDDL is the part of DDL that creates the dead-letter table and
 // its index, alone: `walrelay init` runs it. Safe to run twice.
 func DeadLetterDDL(c Config) (string, error) {
+	if err := c.validateIndexes(); err != nil {
+		return "", err
+	}
 	return render(c, deadLettersTemplate)
+}
+
+// validateIndexes checks the names of the indexes DDL creates. Only the
+// DDL checks them: the relay never uses an index by its name, so that a
+// long name refuses `walrelay schema` and init, not a running relay.
+func (c Config) validateIndexes() error {
+	return validateNames(
+		derivedName{"occurred_at index", c.occurredAtIndex(), "the outbox table's name with _occurred_at", SettingTable},
+		derivedName{"dead-letter index", c.deadLettersIndex(), "the dead-letter table's name with _parked", SettingDeadLetters})
 }
 
 // RecoveryDDL is the part of DDL that creates the recoveries table, alone:
@@ -176,9 +221,9 @@ func templateData(c Config) map[string]string {
 	q := func(s string) string { return QuoteIdentifier(s) }
 	return map[string]string{
 		"Table":            c.Table.Quoted(),
-		"TableName":        c.Table.String(),
 		"Publication":      q(c.Publication),
-		"PublicationName":  c.Publication,
+		"PublicationText":  QuoteLiteral(c.Publication),
+		"DoTag":            dollarTag(QuoteIdentifier(c.Publication), QuoteLiteral(c.Publication), c.Table.Quoted()),
 		"MessageID":        q(c.Columns.MessageID),
 		"AggregateType":    q(c.Columns.AggregateType),
 		"AggregateID":      q(c.Columns.AggregateID),
@@ -187,14 +232,33 @@ func templateData(c Config) map[string]string {
 		"Payload":          q(c.Columns.Payload),
 		"Headers":          q(c.Columns.Headers),
 		"OccurredAt":       q(c.Columns.OccurredAt),
-		"OccurredAtName":   c.Columns.OccurredAt,
+		"OccurredAtName":   commentName(c.Columns.OccurredAt),
 		"OccurredAtIndex":  q(c.occurredAtIndex()),
 		"Topic":            q(c.Columns.Topic),
 		"DeadLetters":      c.DeadLetterTable().Quoted(),
-		"DeadLettersIndex": q(c.DeadLetterTable().Name + "_parked"),
+		"DeadLettersIndex": q(c.deadLettersIndex()),
 		"Recoveries":       c.RecoveryTable().Quoted(),
 		"Topics":           c.TopicsTable().Quoted(),
 	}
+}
+
+// dollarTag is the tag of a dollar-quoted body that holds the texts: a
+// name holding $walrelay$ would end the body early and turn the rest of
+// itself into SQL of its own, so the tag is one that none of them holds.
+func dollarTag(texts ...string) string {
+	all := strings.Join(texts, " ")
+	tag := "$walrelay$"
+	for i := 1; strings.Contains(all, tag); i++ {
+		tag = fmt.Sprintf("$walrelay%d$", i)
+	}
+	return tag
+}
+
+// commentName is name for a -- comment: as messages show it, with line
+// breaks (which would end the comment and make the rest SQL) written as
+// \n and \r.
+func commentName(name string) string {
+	return strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(displayName(name))
 }
 
 // CreatePublicationSQL creates the insert-only publication for the outbox
