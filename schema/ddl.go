@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"text/template"
+	"unicode/utf8"
 )
 
 var (
@@ -77,11 +78,30 @@ func (c Config) TopicsTable() Table {
 
 // occurredAtIndex names the outbox table's index on its occurred_at column,
 // which `walrelay prune` uses: the table's name with _occurred_at, in the
-// table's schema.
-func (c Config) occurredAtIndex() string { return c.Table.Name + "_occurred_at" }
+// table's schema, cut to 63 bytes (fitName).
+func (c Config) occurredAtIndex() string { return fitName(c.Table.Name + "_occurred_at") }
 
-// deadLettersIndex names the dead-letter table's index of parked rows.
-func (c Config) deadLettersIndex() string { return c.DeadLetterTable().Name + "_parked" }
+// deadLettersIndex names the dead-letter table's index of parked rows: its
+// name with _parked, cut to 63 bytes (fitName).
+func (c Config) deadLettersIndex() string { return fitName(c.DeadLetterTable().Name + "_parked") }
+
+// fitName cuts an index name to 63 bytes at a character's start, as
+// PostgreSQL would: the same name PostgreSQL gave the index when walrelay
+// left the cutting to it, so that IF NOT EXISTS finds an index made by an
+// earlier walrelay, and no NOTICE. The relay never uses an index by its
+// name (prune looks for an index by its column), so a cut name harms
+// nothing; two tables whose names share their first 50 bytes would share
+// it, and the second then has no index, which prune warns about.
+func fitName(name string) string {
+	if len(name) <= maxIdentifierLen {
+		return name
+	}
+	n := maxIdentifierLen
+	for n > 0 && !utf8.RuneStart(name[n]) {
+		n--
+	}
+	return name[:n]
+}
 
 // DefaultConfig is the contract as `walrelay schema` prints it by default.
 func DefaultConfig() Config {
@@ -103,7 +123,7 @@ func (c Config) Validate() error {
 	dl := c.DeadLetterTable()
 	if err := dl.Validate("dead-letter table"); err != nil {
 		if c.DeadLetters.Name == "" {
-			return fmt.Errorf("%w (the outbox table's name with _dead_letters: shorten %s or set %s)", err, SettingTable, SettingDeadLetters)
+			return fmt.Errorf("%w (the outbox table's name with _dead_letters: shorten %s, or set %s)", err, SettingTable, SettingDeadLetters)
 		}
 		return err
 	}
@@ -116,32 +136,19 @@ func (c Config) Validate() error {
 	return c.Columns.Validate()
 }
 
-// derivedName is a name walrelay derives from another: from says which,
-// and which setting to change.
-type derivedName struct{ what, name, from, setting string }
-
-// validateNames checks derived names: a long name can make them longer
-// than PostgreSQL keeps, and PostgreSQL would then cut them, so that two
-// tables' names could become one.
-func validateNames(names ...derivedName) error {
-	for _, d := range names {
-		if err := ValidateIdentifier(d.what, d.name); err != nil {
-			return fmt.Errorf("%w (%s: shorten %s)", err, d.from, d.setting)
-		}
-	}
-	return nil
-}
-
 // validateDerived checks the names of the recoveries and topics tables,
-// which every verb uses, and that they are no other table of the
-// contract.
+// which every verb uses by name (a name over 63 bytes PostgreSQL would cut,
+// and walrelay would look for another table than the one it made), and
+// that they are no other table of the contract.
 func (c Config) validateDerived() error {
 	dl := c.DeadLetterTable()
-	err := validateNames(
-		derivedName{"recoveries table", c.RecoveryTable().Name, "the outbox table's name with _recoveries", SettingTable},
-		derivedName{"topics table", c.TopicsTable().Name, "the outbox table's name with _topics", SettingTable})
-	if err != nil {
-		return err
+	for _, d := range []struct{ what, name, suffix string }{
+		{"recoveries table", c.RecoveryTable().Name, "_recoveries"},
+		{"topics table", c.TopicsTable().Name, "_topics"},
+	} {
+		if err := ValidateIdentifier(d.what, d.name); err != nil {
+			return fmt.Errorf("%w (the outbox table's name with %s: shorten %s)", err, d.suffix, SettingTable)
+		}
 	}
 	for _, d := range []struct {
 		what string
@@ -160,28 +167,13 @@ func (c Config) validateDerived() error {
 // `walrelay schema` and for applications' migrations. Running it twice is safe for the tables (IF NOT EXISTS);
 // CREATE PUBLICATION has no such clause, so it is wrapped in a check.
 func DDL(c Config) (string, error) {
-	if err := c.validateIndexes(); err != nil {
-		return "", err
-	}
 	return render(c, outboxTemplate, deadLettersTemplate, recoveriesTemplate, topicsTemplate)
 }
 
 // DeadLetterDDL is the part of DDL that creates the dead-letter table and
 // its index, alone: `walrelay init` runs it. Safe to run twice.
 func DeadLetterDDL(c Config) (string, error) {
-	if err := c.validateIndexes(); err != nil {
-		return "", err
-	}
 	return render(c, deadLettersTemplate)
-}
-
-// validateIndexes checks the names of the indexes DDL creates. Only the
-// DDL checks them: the relay never uses an index by its name, so that a
-// long name refuses `walrelay schema` and init, not a running relay.
-func (c Config) validateIndexes() error {
-	return validateNames(
-		derivedName{"occurred_at index", c.occurredAtIndex(), "the outbox table's name with _occurred_at", SettingTable},
-		derivedName{"dead-letter index", c.deadLettersIndex(), "the dead-letter table's name with _parked", SettingDeadLetters})
 }
 
 // RecoveryDDL is the part of DDL that creates the recoveries table, alone:

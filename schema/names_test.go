@@ -202,29 +202,36 @@ func TestHostileNamesOnlyAsQuotedNames(t *testing.T) {
 
 var doTag = regexp.MustCompile(`\nDO (\$walrelay[0-9]*\$)\n`)
 
-// Names walrelay derives from the outbox table's are refused when
-// PostgreSQL would cut them, saying which setting to shorten.
+// The tables walrelay derives from the outbox table's name are refused
+// when PostgreSQL would cut their names, saying which setting to shorten;
+// index names are cut as PostgreSQL cuts them, at a character's start.
 func TestDerivedNamesFit(t *testing.T) {
 	c := DefaultConfig()
-	c.Table.Name = strings.Repeat("t", 52) // + _dead_letters = 65, + _occurred_at = 64
+	c.Table.Name = strings.Repeat("t", 51) // + _dead_letters = 64
 	err := c.Validate()
 	if err == nil || !strings.Contains(err.Error(), "_dead_letters") || !strings.Contains(err.Error(), SettingTable) || !strings.Contains(err.Error(), SettingDeadLetters) {
 		t.Errorf("a 64-byte dead-letter table name: %v; want it refused naming %s and %s", err, SettingTable, SettingDeadLetters)
 	}
+	c.Table.Name = strings.Repeat("t", 53) // + _recoveries = 64
 	c.DeadLetters = Table{Name: "parked"}
-	if err := c.Validate(); err != nil {
-		t.Errorf("a 52-byte table with its own dead-letter table: %v; want nil (the relay uses no index by name)", err)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "_recoveries: shorten "+SettingTable) {
+		t.Errorf("a 64-byte recoveries table name: %v; want it refused naming %s", err, SettingTable)
 	}
-	if _, err := DDL(c); err == nil || !strings.Contains(err.Error(), "occurred_at index") || !strings.Contains(err.Error(), SettingTable) {
-		t.Errorf("DDL with a 64-byte occurred_at index name: %v; want it refused naming %s", err, SettingTable)
+	c.Table.Name = strings.Repeat("é", 26) // 52 bytes: + _occurred_at = 64
+	c.DeadLetters = Table{Name: strings.Repeat("d", 60)}
+	ddl, err := DDL(c)
+	if err != nil {
+		t.Fatalf("DDL with long index names: %v; want them cut", err)
 	}
-	c.Table.Name = strings.Repeat("t", 51-12)
-	c.DeadLetters = Table{Name: strings.Repeat("d", 57)}
-	if _, err := DeadLetterDDL(c); err == nil || !strings.Contains(err.Error(), "dead-letter index") || !strings.Contains(err.Error(), SettingDeadLetters) {
-		t.Errorf("DeadLetterDDL with a 64-byte index name: %v; want it refused naming %s", err, SettingDeadLetters)
+	for _, want := range []string{
+		`CREATE INDEX IF NOT EXISTS "` + strings.Repeat("é", 26) + `_occurred_a" ON`,
+		`CREATE INDEX IF NOT EXISTS "` + strings.Repeat("d", 60) + `_pa" ON`,
+	} {
+		if !strings.Contains(ddl, want) {
+			t.Errorf("DDL lacks %s:\n%s", want, ddl)
+		}
 	}
-	c.DeadLetters.Name = strings.Repeat("d", 56)
-	if _, err := DDL(c); err != nil {
-		t.Errorf("DDL with 63-byte derived names: %v; want nil", err)
+	if got := fitName(strings.Repeat("a", 62) + "é_x"); got != strings.Repeat("a", 62) {
+		t.Errorf("fitName cut inside a character: %q", got)
 	}
 }
