@@ -33,7 +33,7 @@ const quotedTableSQL = ` ("Message Id" uuid PRIMARY KEY, "Aggregate Type" text N
 // relays every row written through the outbox library (lost 0, each
 // aggregate in order); a bad row is parked and discarded with `walrelay
 // dlq`; topics list reads the topics table; prune deletes the old
-// published rows.
+// published rows; replay --dry-run counts the rest.
 func TestNamesThatNeedQuoting(t *testing.T) {
 	t.Parallel() // its own fixture: see the package doc
 	s := newNamedShape(t, func(id string) (schema.Table, string) {
@@ -128,6 +128,11 @@ func TestNamesThatNeedQuoting(t *testing.T) {
 	}
 	if n := s.count("SELECT count(*) FROM " + s.table.Quoted()); n != len(delivered)+2-old {
 		t.Errorf("rows left after prune: %d; want %d (the new ones and the two parked)", n, len(delivered)+2-old)
+	}
+	left := s.count("SELECT count(*) FROM " + s.table.Quoted())
+	out = f.WalrelayOK("replay", append(append(table, s.cols...), "--dry-run")...)
+	if want := fmt.Sprintf("would replay %d rows", left); !strings.HasPrefix(out, want) {
+		t.Errorf("replay --dry-run: %q; want it to start %q", out, want)
 	}
 	if code := r.Stop(); code != 0 {
 		t.Errorf("walrelay run after SIGTERM: exit %d; want 0", code)
