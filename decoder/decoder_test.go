@@ -53,8 +53,8 @@ func TestNew(t *testing.T) {
 	}{
 		{name: "zero config takes defaults", cfg: Config{}},
 		{name: "schema defaults to public", cfg: Config{Table: schema.Table{Name: "events"}}},
-		{name: "bad table name", cfg: Config{Table: schema.Table{Schema: "public", Name: "a;b"}}, wantErr: "table name"},
-		{name: "bad schema name", cfg: Config{Table: schema.Table{Schema: "1x", Name: "t"}}, wantErr: "table schema"},
+		{name: "bad table name", cfg: Config{Table: schema.Table{Schema: "public", Name: "a\x00b"}}, wantErr: "table name"},
+		{name: "bad schema name", cfg: Config{Table: schema.Table{Schema: strings.Repeat("s", 64), Name: "t"}}, wantErr: "table schema"},
 		{name: "empty column", cfg: Config{Columns: schema.Columns{MessageID: "id"}}, wantErr: "column name is empty"},
 		{name: "shared column", cfg: func() Config {
 			c := schema.DefaultColumns()

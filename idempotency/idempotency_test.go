@@ -260,8 +260,8 @@ func TestInvalidKeysAreRefused(t *testing.T) {
 
 func TestNewValidatesTheTable(t *testing.T) {
 	for _, tb := range []schema.Table{
-		{Schema: "public", Name: `keys"; drop`},
-		{Schema: "a b", Name: "keys"},
+		{Schema: "public", Name: "keys\x00"},
+		{Schema: strings.Repeat("s", 64), Name: "keys"},
 		{Schema: "public", Name: strings.Repeat("k", 60)}, // its index name would be too long
 	} {
 		if _, err := idempotency.New(idempotency.Config{Table: tb}); err == nil {

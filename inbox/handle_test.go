@@ -21,7 +21,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		c    inbox.Config
 	}{
 		{"no consumer id", inbox.Config{}},
-		{"bad table name", inbox.Config{ConsumerID: "billing", Table: inboxTable("x; DROP TABLE y")}},
+		{"bad table name", inbox.Config{ConsumerID: "billing", Table: inboxTable("x\x00y")}},
 		{"versions is the inbox", inbox.Config{ConsumerID: "billing", Table: inboxTable("t"), Versions: inboxTable("t")}},
 		{"backoff max below min", inbox.Config{ConsumerID: "billing", RetryBackoffMin: time.Second, RetryBackoffMax: time.Millisecond}},
 	} {

@@ -151,11 +151,11 @@ func TestPayloadSizeCountsTheJSONBTextForm(t *testing.T) {
 
 func TestNewValidatesConfig(t *testing.T) {
 	bad := []Config{
-		{Table: schema.Table{Schema: "public", Name: `x"; drop table y`}},
-		{Table: schema.Table{Schema: "a b", Name: "t"}},
+		{Table: schema.Table{Schema: "public", Name: "x\x00y"}},
+		{Table: schema.Table{Schema: strings.Repeat("s", 64), Name: "t"}},
 		{MaxPayloadBytes: -1},
 		{Columns: schema.Columns{Payload: "message_id"}},
-		{Columns: schema.Columns{Topic: "top ic"}},
+		{Columns: schema.Columns{Topic: strings.Repeat("c", 64)}},
 	}
 	for i, c := range bad {
 		if _, err := New(c); err == nil {

@@ -209,8 +209,35 @@ func TestABadMessageAmongGoodOnesWritesNothing(t *testing.T) {
 }
 
 func TestCustomColumnNames(t *testing.T) {
-	cols := schema.Columns{MessageID: "id", AggregateType: "kind", AggregateID: "Key", AggregateVersion: "ver",
-		Type: "event_type", Payload: "body", Headers: "meta", OccurredAt: "at", Topic: "dest"}
+	testColumnNames(t, schema.Columns{MessageID: "id", AggregateType: "kind", AggregateID: "Key", AggregateVersion: "ver",
+		Type: "event_type", Payload: "body", Headers: "meta", OccurredAt: "at", Topic: "dest"})
+}
+
+// Column names that would end an identifier, a literal, a dollar-quoted
+// body or a comment, were they pasted bare: the DDL makes them, Write
+// writes through them, and the table of the same name as the injection's
+// target is still there.
+func TestHostileColumnNames(t *testing.T) {
+	ctx := context.Background()
+	canary := pgtest.New(t, "canary_")
+	canary.DropTable(canary.Name)
+	_, err := canary.Pool.Exec(ctx, "CREATE TABLE "+canary.Name+" (id int)")
+	testkit.Must(t, err, "create the canary table")
+	drop := `; DROP TABLE ` + canary.Name + `; --`
+	testColumnNames(t, schema.Columns{MessageID: `id"` + drop, AggregateType: "Aggregate Type", AggregateID: `key')` + drop,
+		AggregateVersion: "ver$walrelay$" + drop, Type: "event\ntype" + drop, Payload: `bo\dy'` + drop, Headers: "meta;x",
+		OccurredAt: "Occurred At", Topic: `"`})
+	var exists bool
+	testkit.Must(t, canary.Pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", canary.Name).Scan(&exists), "look up the canary")
+	if !exists {
+		t.Errorf("the canary table %s is gone: a column name reached the server as SQL", canary.Name)
+	}
+}
+
+// testColumnNames writes one message into a table with columns cols and
+// reads it back.
+func testColumnNames(t *testing.T, cols schema.Columns) {
+	t.Helper()
 	tb := newTable(t, cols)
 	w := tb.writer(t)
 	ctx := context.Background()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"text/template"
+	"unicode/utf8"
 )
 
 var (
@@ -44,6 +45,10 @@ type Config struct {
 // way.
 const SettingDeadLetters = "schema.Config.DeadLetters"
 
+// SettingTable names the outbox table's setting in errors about the names
+// derived from it.
+const SettingTable = "schema.Config.Table"
+
 // DeadLetterTable is c.DeadLetters, or its default beside the outbox table.
 func (c Config) DeadLetterTable() Table {
 	if c.DeadLetters.Name != "" {
@@ -73,8 +78,30 @@ func (c Config) TopicsTable() Table {
 
 // occurredAtIndex names the outbox table's index on its occurred_at column,
 // which `walrelay prune` uses: the table's name with _occurred_at, in the
-// table's schema (PostgreSQL cuts a name over 63 bytes to 63).
-func (c Config) occurredAtIndex() string { return c.Table.Name + "_occurred_at" }
+// table's schema, cut to 63 bytes (fitName).
+func (c Config) occurredAtIndex() string { return fitName(c.Table.Name + "_occurred_at") }
+
+// deadLettersIndex names the dead-letter table's index of parked rows: its
+// name with _parked, cut to 63 bytes (fitName).
+func (c Config) deadLettersIndex() string { return fitName(c.DeadLetterTable().Name + "_parked") }
+
+// fitName cuts an index name to 63 bytes at a character's start, as
+// PostgreSQL would: the same name PostgreSQL gave the index when walrelay
+// left the cutting to it, so that IF NOT EXISTS finds an index made by an
+// earlier walrelay, and no NOTICE. The relay never uses an index by its
+// name (prune looks for an index by its column), so a cut name harms
+// nothing; two tables whose names share their first 50 bytes would share
+// it, and the second then has no index, which prune warns about.
+func fitName(name string) string {
+	if len(name) <= maxIdentifierLen {
+		return name
+	}
+	n := maxIdentifierLen
+	for n > 0 && !utf8.RuneStart(name[n]) {
+		n--
+	}
+	return name[:n]
+}
 
 // DefaultConfig is the contract as `walrelay schema` prints it by default.
 func DefaultConfig() Config {
@@ -85,7 +112,7 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate checks every name that goes into SQL.
+// Validate checks every name that goes into SQL, the derived ones too.
 func (c Config) Validate() error {
 	if err := c.Table.Validate("table"); err != nil {
 		return err
@@ -95,29 +122,39 @@ func (c Config) Validate() error {
 	}
 	dl := c.DeadLetterTable()
 	if err := dl.Validate("dead-letter table"); err != nil {
+		if c.DeadLetters.Name == "" {
+			return fmt.Errorf("%w (the outbox table's name with _dead_letters: shorten %s, or set %s)", err, SettingTable, SettingDeadLetters)
+		}
 		return err
 	}
 	if dl == c.Table {
 		return fmt.Errorf("the dead-letter table must not be the outbox table %s", c.Table)
 	}
-	if err := c.validateRecoveries(); err != nil {
+	if err := c.validateDerived(); err != nil {
 		return err
 	}
 	return c.Columns.Validate()
 }
 
-// validateRecoveries checks the derived names of the recoveries and topics
-// tables (a long outbox table name can make them too long) and that they
-// are no other table of the contract.
-func (c Config) validateRecoveries() error {
-	for _, d := range []struct {
-		what, suffix string
-		t            Table
-	}{{"recoveries table", "_recoveries", c.RecoveryTable()}, {"topics table", "_topics", c.TopicsTable()}} {
-		if err := ValidateIdentifier(d.what, d.t.Name); err != nil {
-			return fmt.Errorf("%w (the outbox table's name with %s)", err, d.suffix)
+// validateDerived checks the names of the recoveries and topics tables,
+// which every verb uses by name (a name over 63 bytes PostgreSQL would cut,
+// and walrelay would look for another table than the one it made), and
+// that they are no other table of the contract.
+func (c Config) validateDerived() error {
+	dl := c.DeadLetterTable()
+	for _, d := range []struct{ what, name, suffix string }{
+		{"recoveries table", c.RecoveryTable().Name, "_recoveries"},
+		{"topics table", c.TopicsTable().Name, "_topics"},
+	} {
+		if err := ValidateIdentifier(d.what, d.name); err != nil {
+			return fmt.Errorf("%w (the outbox table's name with %s: shorten %s)", err, d.suffix, SettingTable)
 		}
-		if d.t == c.DeadLetterTable() {
+	}
+	for _, d := range []struct {
+		what string
+		t    Table
+	}{{"recoveries table", c.RecoveryTable()}, {"topics table", c.TopicsTable()}} {
+		if d.t == dl {
 			return fmt.Errorf("the dead-letter table must not be the %s %s", d.what, d.t)
 		}
 	}
@@ -176,9 +213,9 @@ func templateData(c Config) map[string]string {
 	q := func(s string) string { return QuoteIdentifier(s) }
 	return map[string]string{
 		"Table":            c.Table.Quoted(),
-		"TableName":        c.Table.String(),
 		"Publication":      q(c.Publication),
-		"PublicationName":  c.Publication,
+		"PublicationText":  QuoteLiteral(c.Publication),
+		"DoTag":            dollarTag(QuoteIdentifier(c.Publication), QuoteLiteral(c.Publication), c.Table.Quoted()),
 		"MessageID":        q(c.Columns.MessageID),
 		"AggregateType":    q(c.Columns.AggregateType),
 		"AggregateID":      q(c.Columns.AggregateID),
@@ -187,14 +224,33 @@ func templateData(c Config) map[string]string {
 		"Payload":          q(c.Columns.Payload),
 		"Headers":          q(c.Columns.Headers),
 		"OccurredAt":       q(c.Columns.OccurredAt),
-		"OccurredAtName":   c.Columns.OccurredAt,
+		"OccurredAtName":   commentName(c.Columns.OccurredAt),
 		"OccurredAtIndex":  q(c.occurredAtIndex()),
 		"Topic":            q(c.Columns.Topic),
 		"DeadLetters":      c.DeadLetterTable().Quoted(),
-		"DeadLettersIndex": q(c.DeadLetterTable().Name + "_parked"),
+		"DeadLettersIndex": q(c.deadLettersIndex()),
 		"Recoveries":       c.RecoveryTable().Quoted(),
 		"Topics":           c.TopicsTable().Quoted(),
 	}
+}
+
+// dollarTag is the tag of a dollar-quoted body that holds the texts: a
+// name holding $walrelay$ would end the body early and turn the rest of
+// itself into SQL of its own, so the tag is one that none of them holds.
+func dollarTag(texts ...string) string {
+	all := strings.Join(texts, " ")
+	tag := "$walrelay$"
+	for i := 1; strings.Contains(all, tag); i++ {
+		tag = fmt.Sprintf("$walrelay%d$", i)
+	}
+	return tag
+}
+
+// commentName is name for a -- comment: as messages show it, with line
+// breaks (which would end the comment and make the rest SQL) written as
+// \n and \r.
+func commentName(name string) string {
+	return strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(displayName(name))
 }
 
 // CreatePublicationSQL creates the insert-only publication for the outbox

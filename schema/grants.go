@@ -28,7 +28,7 @@ func GrantsSQL(c Config, role string) (string, error) {
 	}
 	r, dl := QuoteIdentifier(role), c.DeadLetterTable()
 	var b strings.Builder
-	fmt.Fprintf(&b, "-- What walrelay's role %s needs on these tables (run as their owner).\n", role)
+	fmt.Fprintf(&b, "-- What walrelay's role %s needs on these tables (run as their owner).\n", commentName(role))
 	fmt.Fprintf(&b, "GRANT USAGE ON SCHEMA %s TO %s;\n", QuoteIdentifier(c.Table.Schema), r)
 	if dl.Schema != c.Table.Schema {
 		fmt.Fprintf(&b, "GRANT USAGE ON SCHEMA %s TO %s;\n", QuoteIdentifier(dl.Schema), r)

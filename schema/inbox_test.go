@@ -32,10 +32,9 @@ func TestInboxDDLRefusesBadNames(t *testing.T) {
 		name            string
 		inbox, versions Table
 	}{
-		{"inbox name with a quote", Table{"public", `in"box`}, Table{"public", "v"}},
-		{"inbox schema with a semicolon", Table{"x;drop", "inbox"}, Table{"public", "v"}},
+		{"inbox name with a NUL", Table{"public", "in\x00box"}, Table{"public", "v"}},
 		{"empty inbox schema", Table{"", "inbox"}, Table{"public", "v"}},
-		{"versions name with a space", ok, Table{"public", "a b"}},
+		{"versions name too long", ok, Table{"public", strings.Repeat("v", 64)}},
 		{"empty versions name", ok, Table{"public", ""}},
 		{"index name too long", Table{"public", strings.Repeat("i", 60)}, Table{"public", "v"}},
 		{"versions is the inbox", ok, ok},

@@ -343,11 +343,11 @@ func TestInvalidNamesRefusedBeforeConnecting(t *testing.T) {
 		{"slot with a quote", func(c *slot.Config) { c.Slot = `a"b` }, "slot name"},
 		{"slot with a space", func(c *slot.Config) { c.Slot = "a b" }, "slot name"},
 		{"slot too long", func(c *slot.Config) { c.Slot = strings.Repeat("a", 64) }, "slot name"},
-		{"publication with a quote", func(c *slot.Config) { c.Publication = `pub"; DROP TABLE x; --` }, "publication name"},
-		{"publication with a quote in options", func(c *slot.Config) { c.Publication = `pub'` }, "publication name"},
+		{"publication with a NUL", func(c *slot.Config) { c.Publication = "pub\x00" }, "publication name"},
+		{"publication too long", func(c *slot.Config) { c.Publication = strings.Repeat("p", 64) }, "publication name"},
 		{"empty publication", func(c *slot.Config) { c.Publication = "" }, "publication name"},
-		{"table with a dot", func(c *slot.Config) { c.Table.Name = "a.b" }, "table name"},
-		{"recoveries table with a quote", func(c *slot.Config) { c.Recoveries = schema.Table{Schema: "public", Name: `r"x`} }, "recoveries table name"},
+		{"empty table", func(c *slot.Config) { c.Table.Name = "" }, "table name"},
+		{"recoveries table too long", func(c *slot.Config) { c.Recoveries = schema.Table{Schema: "public", Name: strings.Repeat("r", 64)} }, "recoveries table name"},
 		{"empty url", func(c *slot.Config) { c.ConnString = "" }, "url is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/internal/failpoint"
+	"github.com/walrelay/walrelay/schema"
 )
 
 // finalStatusTimeout bounds the last status update at shutdown.
@@ -161,13 +162,15 @@ func (s *Stream) startReplication(ctx context.Context) error {
 		return fmt.Errorf("identify system: %w", err)
 	}
 	s.server = Server{SystemID: ident.SystemID, Timeline: ident.Timeline, Addr: conn.Conn().RemoteAddr().String()}
-	// Names were validated: they are plain identifiers, quoted here so that
-	// the replication grammar takes them verbatim.
+	// The slot name was validated (PostgreSQL's own rule), quoted here so
+	// that the replication grammar takes it verbatim. publication_names is
+	// a string holding a list of identifiers: the name is quoted as an
+	// identifier, then as the command's string.
 	err = pglogrepl.StartReplication(ctx, conn, `"`+s.cfg.Slot+`"`, 0, pglogrepl.StartReplicationOptions{
 		Mode: pglogrepl.LogicalReplication,
 		// messages: walrelay's heartbeats (schema.HeartbeatPrefix) arrive as
 		// logical messages; PostgreSQL 14 and later understand the option.
-		PluginArgs: []string{"proto_version '1'", `publication_names '"` + s.cfg.Publication + `"'`, "messages 'true'"},
+		PluginArgs: []string{"proto_version '1'", "publication_names " + schema.QuoteCommandString(schema.QuoteIdentifier(s.cfg.Publication)), "messages 'true'"},
 	})
 	if err != nil {
 		conn.Close(context.Background())

@@ -29,6 +29,7 @@ var settingFlags = [][2]string{
 	{slot.SettingSSLKey, "--postgres-sslkey"},
 	{slot.SettingPasswordFile, "--postgres-password-file"},
 	{schema.SettingDeadLetters, "--dead-letter-table"},
+	{schema.SettingTable, "--table"},
 	{schema.FieldMessageID.Setting(), "--column-message-id"},
 	{schema.FieldAggregateType.Setting(), "--column-aggregate-type"},
 	{schema.FieldAggregateID.Setting(), "--column-aggregate-id"},

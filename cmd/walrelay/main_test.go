@@ -114,17 +114,40 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
-func TestHostileNamesAreRefused(t *testing.T) {
-	for _, args := range [][]string{
-		{"schema", "--table", `public.x"; DROP TABLE y; --`},
-		{"schema", "--publication", "p'ub"},
-		{"init", "--postgres-url", "postgres://127.0.0.1:1/x", "--slot", "Bad Slot"},
+// A hostile name is a legal PostgreSQL name: walrelay schema prints it
+// quoted, as an identifier or a literal, never bare. A bad slot name is
+// still refused (PostgreSQL's own rule).
+func TestHostileNamesAreQuoted(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"schema", "--table", `public."x""; DROP TABLE y; --"`},
+			[]string{`CREATE TABLE IF NOT EXISTS "public"."x""; DROP TABLE y; --" (`, `"public"."x""; DROP TABLE y; --_dead_letters"`}},
+		{[]string{"schema", "--publication", "p'ub"},
+			[]string{`pubname = 'p''ub'`, `CREATE PUBLICATION "p'ub" FOR TABLE`}},
+		{[]string{"schema", "--table", "Sales-App.Outbox Events", "--column-aggregate-id", "Aggregate Id"},
+			[]string{`CREATE TABLE IF NOT EXISTS "Sales-App"."Outbox Events" (`, `CHECK ("Aggregate Id" <> '')`}},
 	} {
 		var out, errOut bytes.Buffer
-		err := run(context.Background(), args, &out, &errOut)
-		if err == nil || errors.Is(err, errUsage) {
-			t.Errorf("run(%q) = %v; want a validation error", args, err)
+		if err := run(context.Background(), tc.args, &out, &errOut); err != nil {
+			t.Errorf("run(%q) = %v; want the DDL", tc.args, err)
+			continue
 		}
+		for _, want := range tc.want {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("run(%q) printed no %s:\n%s", tc.args, want, out.String())
+			}
+		}
+	}
+	args := []string{"init", "--postgres-url", "postgres://127.0.0.1:1/x", "--slot", "Bad Slot"}
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), args, &out, &errOut); err == nil || errors.Is(err, errUsage) || !strings.Contains(err.Error(), "slot name") {
+		t.Errorf("run(%q) = %v; want a validation error naming the slot", args, err)
+	}
+	args = []string{"schema", "--table", strings.Repeat("t", 51)}
+	if err := run(context.Background(), args, &out, &errOut); err == nil || !strings.Contains(err.Error(), "--table") || !strings.Contains(err.Error(), "--dead-letter-table") {
+		t.Errorf("run(schema --table <51 bytes>) = %v; want the derived dead-letter table refused, naming --table and --dead-letter-table", err)
 	}
 }
 

@@ -327,8 +327,8 @@ func outboxFlags(s *flagSet, o *options, deadLetters bool) {
 
 // The help of the flags several groups bind.
 const (
-	tableHelp           = "outbox table, schema-qualified"
-	deadLetterTableHelp = "dead-letter table, schema-qualified (default: the outbox table's name with _dead_letters)"
+	tableHelp           = `outbox table, schema-qualified; names are case-sensitive, a part in double quotes when it holds a dot or a quote ("my.schema"."Outbox Events")`
+	deadLetterTableHelp = "dead-letter table, schema-qualified like --table (default: the outbox table's name with _dead_letters)"
 	onBadMessageHelp    = "what to do with a row Kafka refuses or that cannot be decoded: park (into the dead-letter table, later rows of its aggregate behind it) or halt (stop before it)"
 )
 

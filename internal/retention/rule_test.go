@@ -76,10 +76,10 @@ func TestConfigDefaultsAndRefusals(t *testing.T) {
 		{"negative retention", func(c *Config) { c.Retention = -time.Hour }, "required"},
 		{"seconds", func(c *Config) { c.Retention = 59 * time.Second }, "under 1m0s"},
 		{"negative batch", func(c *Config) { c.Batch = -1 }, "not positive"},
-		{"hostile column", func(c *Config) { c.OccurredAt = "x; DROP TABLE y" }, "occurred_at column"},
-		{"hostile table", func(c *Config) { c.Table.Name = `a"b` }, "table"},
+		{"empty column", func(c *Config) { c.OccurredAt = "" }, "occurred_at column"},
+		{"table with a NUL", func(c *Config) { c.Table.Name = "a\x00b" }, "table"},
 		{"bad slot", func(c *Config) { c.Slot = "Bad Slot" }, "slot"},
-		{"hostile recoveries table", func(c *Config) { c.Recoveries.Name = "r; DROP TABLE y" }, "recoveries table"},
+		{"recoveries table too long", func(c *Config) { c.Recoveries.Name = strings.Repeat("r", 64) }, "recoveries table"},
 	} {
 		bad := c
 		tc.change(&bad)

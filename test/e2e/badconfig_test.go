@@ -23,7 +23,8 @@ func TestBadConfigurationFailsFast(t *testing.T) {
 		{"unknown broker", []string{"--kafka-brokers", "127.0.0.1:1"}, "kafka"},
 		{"missing slot", []string{"--slot", "no_such_slot_" + f.ID}, "walrelay init"},
 		{"hostile slot name", []string{"--slot", `x"; DROP TABLE t; --`}, "slot name"},
-		{"hostile table name", []string{"--table", `public.x; DROP`}, "table name"},
+		// A legal name, quoted: looked up as a name, and missing.
+		{"hostile table name", []string{"--table", `public.x; DROP`}, `public."x; DROP" does not exist`},
 		{"wal_level not logical", []string{"--postgres-url", replicaLevelServer(t)}, "wal_level"},
 	}
 	for _, tc := range cases {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/internal/testkit/poll"
+	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/test/harness"
 )
 
@@ -119,51 +122,116 @@ func TestSecretsStayOutOfOutput(t *testing.T) {
 	}
 }
 
-// Names go into SQL and replication commands: a hostile slot, publication,
-// table, dead-letter table, column or role name is refused with a clear
-// error before anything reaches the server, and nothing is executed.
-func TestHostileNamesAreRefused(t *testing.T) {
+// Names go into SQL and replication commands. A hostile publication,
+// table, dead-letter table, column or role name is a legal PostgreSQL
+// name, and walrelay takes it as one: `walrelay schema` makes exactly the
+// objects so named, check finds them (failing on the slot alone before
+// init), init, status and run work through them and the row written into
+// the hostile table reaches Kafka, and nothing else happens: the canary
+// table each name tries to drop is still there. A hostile slot name is
+// refused by every verb (PostgreSQL's own rule for slots) before anything
+// reaches the server.
+func TestHostileNamesAreHarmless(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
 	f := harness.New(t, "order")
+	ctx := context.Background()
 	canary := "canary_" + f.ID
-	_, err := f.DB.Exec(context.Background(), "CREATE TABLE "+canary+" (id int)")
+	_, err := f.DB.Exec(ctx, "CREATE TABLE "+canary+" (id int)")
 	testkit.Must(t, err, "create the canary table")
 	t.Cleanup(func() { f.DB.Exec(context.Background(), "DROP TABLE IF EXISTS "+canary) }) //nolint:errcheck // best effort
 
-	hostile := []string{`x"; DROP TABLE ` + canary + `; --`, "x y", "x;y", `x'); DROP TABLE ` + canary + `; --`, "x\ny"}
-	cases := []struct {
-		flag, rule string
-		verbs      []string
-	}{
-		{"--slot", "slot name", []string{"init", "check", "status", "run"}},
-		{"--publication", "publication name", []string{"init", "check", "status", "run", "schema"}},
-		{"--table", "table name", []string{"init", "check", "status", "run", "schema"}},
-		{"--dead-letter-table", "--dead-letter-table", []string{"init", "check", "run", "schema"}},
-		{"--column-aggregate-id", "column", []string{"init", "check", "run", "schema"}},
-	}
-	for _, c := range cases {
-		for _, name := range hostile {
-			for _, verb := range c.verbs {
-				stdout, stderr, code := f.Walrelay(verb, c.flag, name)
-				// check reports a bad name as its failing "postgres config"
-				// line on stdout; the other verbs fail with it on stderr.
-				if code == 0 || !strings.Contains(stdout+stderr, c.rule) {
-					t.Errorf("walrelay %s %s %q: exit %d, output %q; want a failure naming the %s", verb, c.flag, name, code, stdout+stderr, c.rule)
-				}
-				if verb == "schema" && stdout != "" {
-					t.Errorf("walrelay schema %s %q printed DDL:\n%s", c.flag, name, stdout)
-				}
-			}
+	hostile := []string{`x"; DROP TABLE ` + canary + `; --`, "x y " + f.ID, "x;y " + f.ID, `x'); DROP TABLE ` + canary + `; --`,
+		"x\ny " + f.ID, `x$walrelay$;DROP TABLE ` + canary + `;--`}
+	for _, verb := range []string{"init", "check", "status", "run"} {
+		stdout, stderr, code := f.Walrelay(verb, "--slot", hostile[0])
+		// check reports a bad name as its failing "postgres config" line on
+		// stdout; the other verbs fail with it on stderr.
+		if code == 0 || !strings.Contains(stdout+stderr, "slot name") {
+			t.Errorf("walrelay %s --slot %q: exit %d, output %q; want a failure naming the slot name", verb, hostile[0], code, stdout+stderr)
 		}
 	}
-	if _, stderr, code := f.Walrelay("schema", "--grant-to", `r; DROP TABLE `+canary); code == 0 || !strings.Contains(stderr, "role name") {
-		t.Errorf("walrelay schema --grant-to with a hostile role: exit %d, stderr %q; want a failure naming the role", code, stderr)
+	var rows []harness.Row
+	for i, name := range hostile {
+		rows = append(rows, hostileNameRelays(t, f, fmt.Sprintf("%s_%d", f.Slot, i), name))
 	}
+	harness.AssertClean(t, f.Verify(rows), 0)
 	var exists bool
-	err = f.DB.QueryRow(context.Background(), "SELECT to_regclass($1) IS NOT NULL", canary).Scan(&exists)
+	err = f.DB.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", canary).Scan(&exists)
 	testkit.Must(t, err, "look up the canary table")
 	if !exists {
-		t.Errorf("the canary table %s is gone: a hostile name reached the server", canary)
+		t.Errorf("the canary table %s is gone: a hostile name reached the server as SQL", canary)
 	}
+}
+
+// hostileNameRelays names the outbox table, its publication, its
+// dead-letter table (with " dl"), its aggregate id column and a role
+// after name, with slot: `walrelay schema` makes them and grants the role,
+// check, init and status work, and run relays one row written into the
+// table, which it returns.
+func hostileNameRelays(t *testing.T, f *harness.Fixture, slot, name string) harness.Row {
+	t.Helper()
+	ctx := context.Background()
+	table := schema.Table{Schema: "public", Name: name}
+	dl := schema.Table{Schema: "public", Name: name + " dl"}
+	t.Cleanup(func() {
+		for _, sql := range []string{"DROP PUBLICATION IF EXISTS " + schema.QuoteIdentifier(name),
+			"DROP TABLE IF EXISTS " + strings.Join([]string{table.Quoted(), dl.Quoted(), schema.Table{Schema: "public", Name: name + "_recoveries"}.Quoted(),
+				schema.Table{Schema: "public", Name: name + "_topics"}.Quoted()}, ", "),
+			"DROP OWNED BY " + schema.QuoteIdentifier(name), "DROP ROLE IF EXISTS " + schema.QuoteIdentifier(name)} {
+			if _, err := f.DB.Exec(context.Background(), sql); err != nil {
+				t.Logf("cleanup: %s: %v", sql, err)
+			}
+		}
+	})
+	f.PG.DropSlot(slot)
+	flags := []string{"--table", table.String(), "--publication", name, "--dead-letter-table", dl.String(), "--column-aggregate-id", name}
+	run := append([]string{"--slot", slot}, flags...)
+	_, err := f.DB.Exec(ctx, "CREATE ROLE "+schema.QuoteIdentifier(name))
+	testkit.Must(t, err, "create role %q", name)
+	for _, role := range []string{harness.RelayRole, name} {
+		ddl := f.WalrelayOK("schema", append(flags, "--grant-to", role)...)
+		testkit.Must(t, harness.ExecGrants(ctx, f.DB, ddl), "apply `walrelay schema` with %q:\n%s", name, ddl)
+	}
+	var made bool
+	err = f.DB.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL
+		AND EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $3 AND schemaname = 'public' AND tablename = $3)
+		AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $3)
+		AND has_table_privilege($3, to_regclass($1), 'SELECT') AND has_table_privilege($3, to_regclass($2), 'INSERT')`,
+		table.Quoted(), dl.Quoted(), name).Scan(&made)
+	if err != nil || !made {
+		t.Fatalf("after `walrelay schema` with %q: the table, its column, the dead-letter table, the publication and the grants exist %v (%v); want all", name, made, err)
+	}
+
+	_, report := runCheck(t, f, run...)
+	for _, c := range report.Checks {
+		if c.Status == "fail" && !strings.HasPrefix(c.Name, "slot") {
+			t.Errorf("check with %q before init: %s failed (%s); want only the slot missing", name, c.Name, c.Found)
+		}
+	}
+	f.WalrelayOK("init", run...)
+	if _, report = runCheck(t, f, run...); report.Fail != 0 {
+		t.Errorf("check with %q after init: %d failed; want none", name, report.Fail)
+	}
+	f.WalrelayOK("status", "--slot", slot, "--table", table.String(), "--publication", name)
+
+	row := harness.Row{ID: harness.NewUUID(), AggregateType: "order", AggregateID: "agg " + slot, Type: "order.placed.v1", Payload: `{"name": "x"}`}
+	row.Version = new(int64)
+	*row.Version = 1
+	err = f.DB.QueryRow(ctx, "INSERT INTO "+table.Quoted()+" (message_id, aggregate_type, "+schema.QuoteIdentifier(name)+
+		", aggregate_version, type, payload) VALUES ($1, $2, $3, 1, $4, $5) RETURNING occurred_at",
+		row.ID, row.AggregateType, row.AggregateID, row.Type, row.Payload).Scan(&row.OccurredAt)
+	testkit.Must(t, err, "insert into %s", table)
+	r := f.Run(run...)
+	target := f.CurrentLSN()
+	poll.EventuallyEvery(t, time.Minute, 100*time.Millisecond, ">= "+target.String(), func() (string, bool) {
+		r.Running()
+		got := f.PG.ConfirmedLSN(slot)
+		return "slot " + slot + " confirmed_flush_lsn " + got.String(), got >= target
+	})
+	if code := r.Stop(); code != 0 {
+		t.Errorf("walrelay run with %q: exit %d after SIGTERM; want 0", name, code)
+	}
+	return row
 }
 
 // Run as the least-privilege role, `walrelay init` and `check` say exactly

@@ -45,8 +45,19 @@ func newEFShape(t *testing.T) *efShape {
 // --column-* flags that point walrelay at it.
 func newShape(t *testing.T, prefix, name, tableSQL string, cols ...string) *efShape {
 	t.Helper()
+	return newNamedShape(t, func(id string) (schema.Table, string) {
+		return schema.Table{Schema: prefix + id, Name: name}, "pub_" + prefix + id
+	}, tableSQL, cols...)
+}
+
+// newNamedShape is newShape with the table's schema (made by the test)
+// and name, and the publication's name, given by names from the
+// fixture's unique id.
+func newNamedShape(t *testing.T, names func(id string) (schema.Table, string), tableSQL string, cols ...string) *efShape {
+	t.Helper()
 	f := harness.New(t, "order")
-	s := &efShape{t: t, f: f, table: schema.Table{Schema: prefix + f.ID, Name: name}, pub: "pub_" + prefix + f.ID, cols: cols}
+	table, pub := names(f.ID)
+	s := &efShape{t: t, f: f, table: table, pub: pub, cols: cols}
 	t.Cleanup(func() {
 		ctx := context.Background()
 		f.DB.Exec(ctx, "DROP PUBLICATION IF EXISTS "+schema.QuoteIdentifier(s.pub))                //nolint:errcheck // best effort
