@@ -140,7 +140,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 	},
 	"status": func(s *flagSet, o *options) {
 		postgresFlags(s, o)
-		outboxFlags(s, o, false)
+		outboxFlags(s, o, true) // the recoveries table is in the dead-letter table's schema
 		slotFlag(s, o)
 		jsonFlag(s, o, "print JSON instead of a table")
 	},
