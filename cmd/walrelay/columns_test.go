@@ -70,14 +70,20 @@ func TestColumnErrorsSayFlags(t *testing.T) {
 	}
 }
 
-// `walrelay schema` prints DDL and reads no row: it names columns but has
-// no --aggregate-type-default.
-func TestSchemaHasNoAggregateTypeDefault(t *testing.T) {
-	var o options
-	s := newFlagSet("schema")
-	bindVerb("schema", s, &o)
-	if !s.Has("column-aggregate-type") || s.Has("aggregate-type-default") {
-		t.Errorf("schema: --column-aggregate-type %v, --aggregate-type-default %v; want the first only",
-			s.Has("column-aggregate-type"), s.Has("aggregate-type-default"))
+// `walrelay schema` takes the column flags init takes, so that the same
+// line that starts walrelay prints its DDL, and --existing judges the
+// table by them (a table without an aggregate type column passes with
+// --aggregate-type-default).
+func TestSchemaHasInitsColumnFlags(t *testing.T) {
+	var schemaOpts, initOpts options
+	s, i := newFlagSet("schema"), newFlagSet("init")
+	bindVerb("schema", s, &schemaOpts)
+	bindVerb("init", i, &initOpts)
+	for _, name := range i.Names() {
+		if strings.HasPrefix(name, "column-") || name == "aggregate-type-default" {
+			if !s.Has(name) {
+				t.Errorf("schema lacks init's --%s", name)
+			}
+		}
 	}
 }
