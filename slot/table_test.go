@@ -35,6 +35,8 @@ func TestCheckTable(t *testing.T) {
 			c.Columns = schema.DefaultColumns()
 			c.Columns.Payload = "id"
 		}, []string{"table columns: ", `column "id" (payload)`, "has type bigint"}},
+		{"content type column of another type", func(c *slot.Config) { c.ContentTypeColumn = "id" },
+			[]string{"table columns: ", `column "id" (content type)`, "has type bigint", "decoder.Config.ContentTypeColumn"}},
 		{"no aggregate type", func(c *slot.Config) {
 			c.Columns = schema.DefaultColumns()
 			c.Columns.AggregateType = "kind"
@@ -55,6 +57,15 @@ func TestCheckTable(t *testing.T) {
 		})
 	}
 	cfg := f.config()
+	cfg.ContentTypeColumn = "note" // text
+	if err := slot.CheckTable(ctx, cfg); err != nil {
+		t.Errorf("CheckTable with a text content type column: got %v; want nil", err)
+	}
+	cfg.ContentTypeColumn = "absent" // optional
+	if err := slot.CheckTable(ctx, cfg); err != nil {
+		t.Errorf("CheckTable without the content type column: got %v; want nil", err)
+	}
+	cfg = f.config()
 	cfg.Columns = schema.DefaultColumns()
 	cfg.Columns.AggregateType = "kind"
 	cfg.AggregateTypeDefault = "order"

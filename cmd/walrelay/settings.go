@@ -42,6 +42,9 @@ type options struct {
 	// SpanContextColumn is --column-tracing-span-context
 	// (decoder.Config.SpanContextColumn).
 	SpanContextColumn string
+	// ContentTypeColumn is --column-content-type
+	// (decoder.Config.ContentTypeColumn).
+	ContentTypeColumn string
 	// Preset is --preset: its flag values are applied when the flags are
 	// parsed (preset.go); resolve keeps its name for check.
 	Preset     string
@@ -379,6 +382,7 @@ func columnFlags(s *flagSet, o *options, decoding bool) {
 		return
 	}
 	s.Str(&o.AggregateTypeDefault, "aggregate-type-default", "aggregate type of every row when the table has no aggregate type column, and of a row whose aggregate type is NULL (topic template, aggregate_type header, ordering); empty: the column is required")
+	s.Str(&o.ContentTypeColumn, "column-content-type", "column holding each row's content-type header (text, e.g. application/avro), for a table of payloads of several types; a NULL or empty value gets --content-type, else the payload column type's; optional, empty for none")
 	s.Str(&o.SpanContextColumn, "column-tracing-span-context", "column holding a span context as Debezium stores it (Java Properties text): a valid W3C traceparent in it becomes the traceparent header, with tracestate; optional, empty for none")
 }
 
@@ -503,7 +507,8 @@ func (o options) resolve(s *flagSet) (config, error) {
 		return config{}, err
 	}
 	c.Decoder = decoder.Config{Table: c.Schema.Table, Columns: c.Schema.Columns, AggregateTypeDefault: o.AggregateTypeDefault,
-		ContentType: o.ContentType, NullPayload: decoder.NullPayload(o.NullPayload), SpanContextColumn: o.SpanContextColumn}
+		ContentType: o.ContentType, NullPayload: decoder.NullPayload(o.NullPayload), SpanContextColumn: o.SpanContextColumn,
+		ContentTypeColumn: o.ContentTypeColumn}
 	if s.Has("aggregate-type-default") || s.Has("null-payload") {
 		if err := c.Decoder.Validate(); err != nil {
 			return config{}, flagged(err)
@@ -529,6 +534,7 @@ func (o options) resolve(s *flagSet) (config, error) {
 		c.Slot.Table, c.Slot.Publication = c.Schema.Table, c.Schema.Publication
 		c.Slot.Recoveries = c.Schema.RecoveryTable() // beside the dead-letter table, wherever that is
 		c.Slot.Columns, c.Slot.AggregateTypeDefault = c.Decoder.Columns, c.Decoder.AggregateTypeDefault
+		c.Slot.ContentTypeColumn = c.Decoder.ContentTypeColumn
 		if err := schema.ValidateSlotName(c.Slot.Slot); err != nil {
 			return config{}, err
 		}
