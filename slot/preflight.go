@@ -148,7 +148,10 @@ func CheckTable(ctx context.Context, cfg Config) error {
 	f := &facts{cfg: &cfg}
 	f.readTable(ctx, conn)
 	for _, err := range []error{f.tableErr, f.columnsErr} {
-		if err != nil {
+		switch {
+		case isInsufficientPrivilege(err):
+			return fmt.Errorf("read the outbox table: %w (connect as a role that may see the table, such as its owner)", err)
+		case err != nil:
 			return fmt.Errorf("read the outbox table: %w", err)
 		}
 	}

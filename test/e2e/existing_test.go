@@ -213,6 +213,24 @@ func TestSchemaExistingRefusesATableThatDoesNotFit(t *testing.T) {
 	}
 }
 
+// As walrelay's own role (the fixture's WALRELAY_POSTGRES_URL), before the
+// grants this DDL holds, the table's schema is out of sight: the error
+// says whom to connect as.
+func TestSchemaExistingAsARoleThatCannotSeeTheTable(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
+	f := harness.New(t)
+	ns := "hidden_" + f.ID
+	t.Cleanup(func() {
+		f.DB.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema.QuoteIdentifier(ns)+" CASCADE") //nolint:errcheck // best effort
+	})
+	ownerExec(t, f, "CREATE SCHEMA "+schema.QuoteIdentifier(ns)+"; CREATE TABLE "+schema.QuoteIdentifier(ns)+".outbox"+efTableSQL)
+	stdout, stderr, code := f.Walrelay("schema", append([]string{"--existing", "--table", ns + ".outbox"}, existingShapes()[0].flags...)...)
+	want := []string{"walrelay: read the outbox table: ", "permission denied for schema " + ns, "connect as a role that may see the table, such as its owner"}
+	if line := lastLine(stderr); code != 1 || stdout != "" || !containsAll(line, want) {
+		t.Errorf("walrelay schema --existing as walrelay's role: exit %d, stdout %q, last line %q; want exit 1, nothing printed, saying %q", code, stdout, line, want)
+	}
+}
+
 // applyWithOnErrorStop applies sql as the fixture's owner the way
 // migrations do: psql -v ON_ERROR_STOP=1 when the rig has psql, else one
 // simple-protocol query of the whole script (which stops at its first
