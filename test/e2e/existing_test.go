@@ -213,6 +213,53 @@ func TestSchemaExistingRefusesATableThatDoesNotFit(t *testing.T) {
 	}
 }
 
+// A content type that is no media type makes its row a bad row: parked
+// with a reason naming the column, its aggregate's later row behind it,
+// the other aggregate's rows published with their own content types.
+func TestContentTypeColumnBadValueIsParked(t *testing.T) {
+	t.Parallel() // its own fixture: see the package doc
+	f := harness.New(t, "order")
+	ctx := context.Background()
+	table := schema.Table{Schema: "public", Name: "ct_" + f.ID}
+	dead := schema.Table{Schema: "public", Name: table.Name + "_dead_letters"}
+	pub := "pub_ct_" + f.ID
+	f.PG.DropPublication(pub)
+	f.PG.DropTable(table.Quoted(), dead.Quoted(), schema.Table{Schema: "public", Name: table.Name + "_recoveries"}.Quoted(),
+		schema.Table{Schema: "public", Name: table.Name + "_topics"}.Quoted())
+	ownerExec(t, f, "CREATE TABLE "+table.Quoted()+customTableSQL)
+	custom := existingShapes()[2]
+	flags := append([]string{"--table", table.String(), "--publication", pub}, custom.flags...)
+	ddl := f.WalrelayOK("schema", append([]string{"--existing", "--postgres-url", f.PGURL, "--grant-to", harness.RelayRole}, flags...)...)
+	testkit.Must(t, harness.ExecGrants(ctx, f.DB, ddl), "apply `walrelay schema --existing` DDL")
+	f.WalrelayOK("init", flags...)
+	r := f.Run(flags...)
+	r.WaitStarted()
+	insert := func(agg string, v int64, ct string) harness.Row {
+		t.Helper()
+		row := harness.Row{AggregateType: "order", AggregateID: agg, Version: &v, Type: "order.changed", Payload: "p " + agg, ContentType: ct}
+		err := f.DB.QueryRow(ctx, "INSERT INTO "+table.Quoted()+` (stream, stream_id, version, kind, body, content_type)
+			VALUES ('order', $1, $2, $3, $4::bytea, $5) RETURNING seq::text, created`, agg, v, row.Type, []byte(row.Payload), ct).Scan(&row.ID, &row.OccurredAt)
+		testkit.Must(t, err, "insert a row of %s", agg)
+		return row
+	}
+	first := insert("a-1", 1, "application/avro")
+	bad := insert("a-2", 1, "json")
+	behind := insert("a-2", 2, "application/avro")
+	last := insert("a-1", 2, "text/csv")
+	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
+	harness.AssertClean(t, f.Verify([]harness.Row{first, last}), 0)
+	var n int
+	testkit.Must(t, f.DB.QueryRow(ctx, "SELECT count(*) FROM "+dead.Quoted()+
+		` WHERE (message_id = $1 AND blocked_by IS NULL AND reason LIKE '%column "content_type" (content type): "json" is not a media type%')`+
+		" OR (message_id = $2 AND blocked_by = $1)", bad.ID, behind.ID).Scan(&n), "count dead letters")
+	if n != 2 {
+		t.Errorf("dead letters as wanted: %d; want row %s parked for its content type and row %s behind it", n, bad.ID, behind.ID)
+	}
+	if code := r.Stop(); code != 0 {
+		t.Errorf("walrelay run after SIGTERM: exit %d; want 0", code)
+	}
+}
+
 // As walrelay's own role (the fixture's WALRELAY_POSTGRES_URL), before the
 // grants this DDL holds, the table's schema is out of sight: the error
 // says whom to connect as.
