@@ -24,6 +24,9 @@ import (
 type existingShape struct {
 	name     string
 	tableSQL string
+	// more is SQL run after the table's CREATE (its partitions); %[1]s is
+	// the table's schema, quoted.
+	more     string
 	flags    []string
 	runFlags []string
 	expect   harness.Expect
@@ -37,6 +40,15 @@ type existingShape struct {
 // and a content type per row.
 const customTableSQL = ` (seq bigserial PRIMARY KEY, stream text NOT NULL, stream_id text NOT NULL, version int NOT NULL,
 	kind text NOT NULL, body bytea NOT NULL, content_type varchar(100), created timestamptz NOT NULL DEFAULT now(), note text)`
+
+// partitionedTableSQL is the custom table partitioned by its event time,
+// with an old partition and a default one.
+const partitionedTableSQL = ` (seq bigserial, stream text NOT NULL, stream_id text NOT NULL, version int NOT NULL,
+	kind text NOT NULL, body bytea NOT NULL, content_type varchar(100), created timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (seq, created)) PARTITION BY RANGE (created)`
+
+const partitionsSQL = `CREATE TABLE %[1]s.outbox_2000 PARTITION OF %[1]s.outbox FOR VALUES FROM ('2000-01-01') TO ('2001-01-01');
+	CREATE TABLE %[1]s.outbox_default PARTITION OF %[1]s.outbox DEFAULT`
 
 // customContentTypes are the content types of the custom table's rows in
 // turn: their own, and NULL and empty, which get the table's --content-type.
@@ -92,11 +104,21 @@ func existingShapes() []existingShape {
 	}}
 }
 
+// allExistingShapes are existingShapes and the custom table partitioned.
+func allExistingShapes() []existingShape {
+	shapes := existingShapes()
+	partitioned := shapes[2]
+	partitioned.name, partitioned.tableSQL, partitioned.more = "partitioned", partitionedTableSQL, partitionsSQL
+	return append(shapes, partitioned)
+}
+
 // efAggregates are the uuid aggregate ids of the EF Core shape's rows.
 var efAggregates = []string{outbox.NewID().String(), outbox.NewID().String(), outbox.NewID().String()}
 
-// `walrelay schema --existing` beside tables of three shapes (EF Core's,
-// Debezium's, a hand-made one with a content type per row): the DDL it
+// `walrelay schema --existing` beside tables of four shapes (EF Core's,
+// Debezium's, a hand-made one with a content type per row, and that one
+// partitioned by time, whose rows arrive through the publication's
+// publish_via_partition_root): the DDL it
 // prints after reading the live table applies with psql -v ON_ERROR_STOP=1
 // (or as one simple-protocol script without psql), twice, creates no
 // table or index for the outbox table, and then init and run relay every
@@ -104,7 +126,7 @@ var efAggregates = []string{outbox.NewID().String(), outbox.NewID().String(), ou
 // content type, and --content-type for a NULL or empty one.
 func TestSchemaExistingBesideTableShapes(t *testing.T) {
 	t.Parallel()
-	for _, shape := range existingShapes() {
+	for _, shape := range allExistingShapes() {
 		t.Run(shape.name, func(t *testing.T) {
 			t.Parallel() // its own fixture: see the package doc
 			testSchemaExisting(t, shape)
@@ -122,6 +144,9 @@ func testSchemaExisting(t *testing.T, shape existingShape) {
 		f.DB.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema.QuoteIdentifier(table.Schema)+" CASCADE") //nolint:errcheck // best effort
 	})
 	ownerExec(t, f, "CREATE SCHEMA "+schema.QuoteIdentifier(table.Schema)+"; CREATE TABLE "+table.Quoted()+shape.tableSQL)
+	if shape.more != "" {
+		ownerExec(t, f, fmt.Sprintf(shape.more, schema.QuoteIdentifier(table.Schema)))
+	}
 	flags := append([]string{"--table", table.String(), "--publication", pub}, shape.flags...)
 	indexes := func() int {
 		var n int
