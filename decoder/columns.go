@@ -28,6 +28,10 @@ type ColumnError struct {
 	// Defaultable is true for a missing column that
 	// Config.AggregateTypeDefault can stand in for.
 	Defaultable bool
+	// ContentType is true when the column at fault is
+	// Config.ContentTypeColumn, which holds the media type of Field's
+	// (the payload's) value: Column names it.
+	ContentType bool
 }
 
 // CheckColumns judges the columns of cfg's table, cols, as the stream and
@@ -40,7 +44,7 @@ type ColumnError struct {
 func CheckColumns(cfg Config, cols []Column) *ColumnError {
 	cfg = cfg.withDefaults()
 	names := cfg.Columns.Names()
-	rel := newOutboxRelation(&names, defaultBytes(cfg.AggregateTypeDefault), cfg.SpanContextColumn, cols)
+	rel := newOutboxRelation(&names, defaultBytes(cfg.AggregateTypeDefault), cfg.extraColumns(), cols)
 	if rel.problem == nil {
 		return nil
 	}
@@ -55,7 +59,7 @@ func CheckColumns(cfg Config, cols []Column) *ColumnError {
 func AbsentColumns(cfg Config, cols []Column) []schema.Field {
 	cfg = cfg.withDefaults()
 	names := cfg.Columns.Names()
-	rel := newOutboxRelation(&names, nil, "", cols)
+	rel := newOutboxRelation(&names, nil, extraColumns{}, cols)
 	var out []schema.Field
 	for f, c := range rel.col {
 		if c < 0 {
@@ -76,22 +80,40 @@ func (e *ColumnError) reason() string {
 // Found says what is wrong, naming the column (and the field, when the
 // column is named otherwise) and the table.
 func (e *ColumnError) Found() string {
-	col := fmt.Sprintf("column %q", e.Column)
-	if e.Column != e.Field.String() {
-		col += " (" + e.Field.String() + ")"
-	}
+	col := columnLabel(e.Column, e.Field, e.ContentType)
 	if e.Type == 0 {
 		return col + " is missing from " + e.Table.String()
 	}
-	return fmt.Sprintf("%s of %s has type %s; %s", col, e.Table, e.typeName(), allowedTypes(e.Field))
+	allowed := allowedTypes(e.Field)
+	if e.ContentType {
+		allowed = "a content type column is text, varchar, char or name"
+	}
+	return fmt.Sprintf("%s of %s has type %s; %s", col, e.Table, e.typeName(), allowed)
+}
+
+// columnLabel names a column in an error: its name, and what it holds
+// when the name does not say it (the field, or the content type).
+func columnLabel(column string, f schema.Field, contentType bool) string {
+	col := fmt.Sprintf("column %q", column)
+	switch {
+	case contentType:
+		col += " (content type)"
+	case column != f.String():
+		col += " (" + f.String() + ")"
+	}
+	return col
 }
 
 // Fix says which setting to change, as the packages name it
 // (schema.Columns.Payload, decoder.Config.AggregateTypeDefault).
 func (e *ColumnError) Fix() string {
+	setting := e.Field.Setting()
+	if e.ContentType {
+		setting = SettingContentTypeColumn
+	}
 	switch {
 	case e.Type != 0:
-		return "set " + e.Field.Setting() + " to a column of one of those types, or change the column's type"
+		return "set " + setting + " to a column of one of those types, or change the column's type"
 	case e.Defaultable:
 		return "set " + e.Field.Setting() + " to its column, or " + SettingAggregateTypeDefault + " to a constant"
 	}

@@ -54,7 +54,22 @@ type Config struct {
 	// table without the column, or a NULL, gives no trace header. It is
 	// read from the text of any type. Defaults to "": none.
 	SpanContextColumn string
+	// ContentTypeColumn names a text column (text, varchar, char or name)
+	// whose value is its row's ContentType, for a table whose payloads are
+	// of several types. A NULL or empty value gives ContentType as without
+	// the column: Config.ContentType, else the payload column type's. A
+	// value that is no media type (mime.ParseMediaType), is a CloudEvents
+	// structured-mode one, or is over MaxContentTypeBytes makes the row a
+	// *BadRowError: consumers read the payload by it. Optional: a table
+	// without the column reads as NULL. A tombstone has no content type
+	// whatever the column says. Defaults to "": none.
+	ContentTypeColumn string
 }
+
+// MaxContentTypeBytes bounds a content type read from the content type
+// column: it is a header of every record (RFC 6838 allows 127 characters
+// each for a type and a subtype, leaving room for parameters).
+const MaxContentTypeBytes = 256
 
 // NullPayload is what the decoder makes of a NULL payload.
 type NullPayload string
@@ -71,6 +86,8 @@ const (
 	SettingContentType = "decoder.Config.ContentType"
 	SettingNullPayload = "decoder.Config.NullPayload"
 	SettingSpanContext = "decoder.Config.SpanContextColumn"
+	// SettingContentTypeColumn is Config.ContentTypeColumn.
+	SettingContentTypeColumn = "decoder.Config.ContentTypeColumn"
 )
 
 // Kind says what an Event carries.
@@ -131,7 +148,7 @@ type Decoder struct {
 	table     schema.Table
 	names     [schema.NumFields]string
 	aggType   []byte // Config.AggregateTypeDefault; nil when unset
-	span      string // Config.SpanContextColumn
+	extras    extraColumns
 	opts      rowOptions
 	relations map[uint32]*relation
 	tx        txState
@@ -158,7 +175,7 @@ func New(cfg Config) (*Decoder, error) {
 		table:     cfg.Table,
 		names:     cfg.Columns.Names(),
 		aggType:   defaultBytes(cfg.AggregateTypeDefault),
-		span:      cfg.SpanContextColumn,
+		extras:    cfg.extraColumns(),
 		opts:      cfg.rowOptions(),
 		relations: map[uint32]*relation{},
 	}, nil
@@ -186,24 +203,31 @@ func (cfg Config) resolve() (Config, error) {
 	if err := checkContentType(cfg.ContentType); err != nil {
 		return cfg, fmt.Errorf("decoder config: %w", err)
 	}
-	if err := cfg.checkSpanContextColumn(); err != nil {
+	if err := cfg.checkExtraColumn("span context", cfg.SpanContextColumn); err != nil {
 		return cfg, fmt.Errorf("decoder config: %s: %w", SettingSpanContext, err)
+	}
+	if err := cfg.checkExtraColumn("content type", cfg.ContentTypeColumn); err != nil {
+		return cfg, fmt.Errorf("decoder config: %s: %w", SettingContentTypeColumn, err)
+	}
+	if cfg.ContentTypeColumn != "" && cfg.ContentTypeColumn == cfg.SpanContextColumn {
+		return cfg, fmt.Errorf("decoder config: column %q is configured for both the span context and the content type", cfg.ContentTypeColumn)
 	}
 	return cfg, nil
 }
 
-// checkSpanContextColumn checks the span context column's name: a valid
-// identifier, and no column of the contract's fields.
-func (cfg Config) checkSpanContextColumn() error {
-	if cfg.SpanContextColumn == "" {
+// checkExtraColumn checks the name of a column outside the contract's
+// fields (the span context's, the content type's), what it holds: a valid
+// identifier, and no column of the contract's fields. Empty is none.
+func (cfg Config) checkExtraColumn(what, column string) error {
+	if column == "" {
 		return nil
 	}
-	if err := schema.ValidateIdentifier("span context column", cfg.SpanContextColumn); err != nil {
+	if err := schema.ValidateIdentifier(what+" column", column); err != nil {
 		return err
 	}
 	for f, name := range cfg.Columns.Names() {
-		if name == cfg.SpanContextColumn {
-			return fmt.Errorf("column %q is configured for both the span context and %s", name, schema.Field(f))
+		if name == column {
+			return fmt.Errorf("column %q is configured for both the %s and %s", name, what, schema.Field(f))
 		}
 	}
 	return nil
@@ -253,18 +277,30 @@ func checkContentType(ct string) error {
 	if ct == "" {
 		return nil
 	}
+	if fault := mediaTypeFault(ct); fault != "" {
+		return fmt.Errorf("%s %q %s", SettingContentType, ct, fault)
+	}
+	return nil
+}
+
+// mediaTypeFault says why ct cannot be a record's content-type, as the
+// end of a sentence about it; "" when it can be.
+func mediaTypeFault(ct string) string {
 	mt, _, err := mime.ParseMediaType(ct)
 	if err == nil && !strings.Contains(mt, "/") {
 		err = errors.New("want type/subtype") // ParseMediaType takes a lone token too
 	}
+	if err == nil && strings.IndexFunc(ct, unicode.IsControl) >= 0 {
+		err = errors.New("a control character") // a quoted parameter may hold one
+	}
 	if err != nil {
-		return fmt.Errorf("%s %q is not a media type like application/json: %v", SettingContentType, ct, err)
+		return fmt.Sprintf("is not a media type like application/json: %v", err)
 	}
 	if strings.HasPrefix(mt, "application/cloudevents") {
-		return fmt.Errorf("%s %q is a CloudEvents structured-mode type: walrelay publishes in binary mode (ce_ headers), "+
-			"so give the payload's own type, like application/json", SettingContentType, ct)
+		return "is a CloudEvents structured-mode type: walrelay publishes in binary mode (ce_ headers), " +
+			"so give the payload's own type, like application/json"
 	}
-	return nil
+	return ""
 }
 
 // defaultBytes is s as the bytes a row's value would be, nil when empty.

@@ -16,8 +16,13 @@ import (
 type BadRowError struct {
 	// Field is the contract field at fault.
 	Field schema.Field
-	// Column is the configured column name of Field.
+	// Column is the configured column name of Field, or of the content
+	// type when ContentType is set.
 	Column string
+	// ContentType is true when the fault is in the row's content type
+	// (Config.ContentTypeColumn), the media type of Field's, the payload's,
+	// value.
+	ContentType bool
 	// Reason says what is wrong, in a few lowercase words (with the offending
 	// value quoted and shortened where it helps; never a payload or header).
 	Reason string
@@ -59,11 +64,7 @@ func (e *BadRowError) Error() string {
 		b.WriteString(" aggregate_id=")
 		b.WriteString(quote([]byte(e.AggregateID)))
 	}
-	fmt.Fprintf(&b, " in transaction %s: column %q", e.CommitLSN, e.Column)
-	if e.Column != e.Field.String() {
-		fmt.Fprintf(&b, " (%s)", e.Field)
-	}
-	b.WriteString(": ")
+	fmt.Fprintf(&b, " in transaction %s: %s: ", e.CommitLSN, columnLabel(e.Column, e.Field, e.ContentType))
 	b.WriteString(strings.ReplaceAll(e.Reason, "\n", `\n`))
 	return b.String()
 }

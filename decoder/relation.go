@@ -61,6 +61,19 @@ type relation struct {
 	// spanCol is the column index of Config.SpanContextColumn, -1 when
 	// unset or absent.
 	spanCol int
+	// ctCol is the column index of Config.ContentTypeColumn, -1 when unset
+	// or absent; ctType is its type OID.
+	ctCol  int
+	ctType uint32
+}
+
+// extraColumns name the columns a relation reads beside the contract's
+// fields: Config.SpanContextColumn and Config.ContentTypeColumn, "" when
+// unset.
+type extraColumns struct{ span, contentType string }
+
+func (cfg Config) extraColumns() extraColumns {
+	return extraColumns{span: cfg.SpanContextColumn, contentType: cfg.ContentTypeColumn}
 }
 
 // relation reads a Relation message and replaces the cache entry for its
@@ -92,7 +105,7 @@ func (d *Decoder) relation(r *reader) error {
 	}
 	rel := &relation{}
 	if outbox {
-		rel = newOutboxRelation(&d.names, d.aggType, d.span, cols)
+		rel = newOutboxRelation(&d.names, d.aggType, d.extras, cols)
 	}
 	d.relations[id] = rel
 	return nil
@@ -100,18 +113,21 @@ func (d *Decoder) relation(r *reader) error {
 
 // newOutboxRelation maps the outbox table's columns to the fields named by
 // names, and checks that its rows can be decoded (checkColumns). aggType is
-// Config.AggregateTypeDefault, nil when unset; span is
-// Config.SpanContextColumn, "" when unset.
-func newOutboxRelation(names *[schema.NumFields]string, aggType []byte, span string, cols []Column) *relation {
-	rel := &relation{outbox: true, ncols: len(cols), names: make([]string, len(cols)), aggType: aggType, spanCol: -1}
+// Config.AggregateTypeDefault, nil when unset; extras the columns read
+// beside the fields.
+func newOutboxRelation(names *[schema.NumFields]string, aggType []byte, extras extraColumns, cols []Column) *relation {
+	rel := &relation{outbox: true, ncols: len(cols), names: make([]string, len(cols)), aggType: aggType, spanCol: -1, ctCol: -1}
 	for f := range rel.col {
 		rel.col[f] = -1
 	}
 	for i, c := range cols {
 		rel.mapColumn(names, i, c.Name, c.Type)
 		rel.names[i] = c.Name
-		if span != "" && c.Name == span && rel.spanCol < 0 {
+		if extras.span != "" && c.Name == extras.span && rel.spanCol < 0 {
 			rel.spanCol = i
+		}
+		if extras.contentType != "" && c.Name == extras.contentType && rel.ctCol < 0 {
+			rel.ctCol, rel.ctType = i, c.Type
 		}
 	}
 	rel.problem = rel.checkColumns(names, cols)
@@ -149,6 +165,9 @@ func (rel *relation) checkColumns(names *[schema.NumFields]string, cols []Column
 		if i := rel.col[f]; i >= 0 && !typeAllowed(schema.Field(f), typ) {
 			return &ColumnError{Field: schema.Field(f), Column: names[f], Type: typ, TypeName: cols[i].TypeName}
 		}
+	}
+	if i := rel.ctCol; i >= 0 && !isText(rel.ctType) {
+		return &ColumnError{Field: schema.FieldPayload, Column: cols[i].Name, Type: rel.ctType, TypeName: cols[i].TypeName, ContentType: true}
 	}
 	return nil
 }

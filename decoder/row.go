@@ -115,13 +115,13 @@ func message(rel *relation, names *[schema.NumFields]string, opts *rowOptions, v
 		v[schema.FieldAggregateType] = value{kind: 't', b: rel.aggType}
 	}
 	idReason := readID(v[schema.FieldMessageID])
-	fail := func(f schema.Field, reason string) error {
+	badRow := func(f schema.Field, column string, contentType bool, reason string) error {
 		var id schema.MessageID
 		if idReason == "" {
 			id = schema.MessageID(v[schema.FieldMessageID].b)
 		}
 		return &BadRowError{
-			Field: f, Column: names[f], Reason: reason,
+			Field: f, Column: column, ContentType: contentType, Reason: reason,
 			MessageID: id, HasID: idReason == "",
 			AggregateType: string(v[schema.FieldAggregateType].b),
 			AggregateID:   string(v[schema.FieldAggregateID].b),
@@ -129,8 +129,9 @@ func message(rel *relation, names *[schema.NumFields]string, opts *rowOptions, v
 			Row: rawRow(rel, vals),
 		}
 	}
+	fail := func(f schema.Field, reason string) error { return badRow(f, names[f], false, reason) }
 	if p := rel.problem; p != nil {
-		return nil, fail(p.Field, p.reason())
+		return nil, badRow(p.Field, p.Column, p.ContentType, p.reason())
 	}
 	if idReason != "" {
 		return nil, fail(schema.FieldMessageID, idReason)
@@ -141,6 +142,9 @@ func message(rel *relation, names *[schema.NumFields]string, opts *rowOptions, v
 	m := &schema.Message{CommitLSN: pos.CommitLSN, CommitTime: commitTime, Seq: pos.Seq}
 	if f, reason := readScalars(m, &v, &rel.typ, opts); reason != "" {
 		return nil, fail(f, reason)
+	}
+	if reason := readContentType(m, rel, vals); reason != "" {
+		return nil, badRow(schema.FieldPayload, rel.names[rel.ctCol], true, reason)
 	}
 	hst, reason := headerCheck(v[schema.FieldHeaders])
 	if reason != "" {
@@ -264,6 +268,29 @@ func readScalars(m *schema.Message, v *[schema.NumFields]value, typ *[schema.Num
 		}
 	}
 	return 0, ""
+}
+
+// readContentType sets m's content type from the relation's content type
+// column (Config.ContentTypeColumn) when the row's value there is neither
+// NULL nor empty; a tombstone has none. The reason is empty unless the
+// value cannot be a record's content-type.
+func readContentType(m *schema.Message, rel *relation, vals []value) string {
+	if rel.ctCol < 0 || m.Tombstone {
+		return ""
+	}
+	v := vals[rel.ctCol]
+	switch {
+	case v.null() || len(v.b) == 0:
+		return ""
+	case len(v.b) > MaxContentTypeBytes:
+		return fmt.Sprintf("%d bytes, over the limit of %d", len(v.b), MaxContentTypeBytes)
+	}
+	ct := string(v.b)
+	if fault := mediaTypeFault(ct); fault != "" {
+		return quote(v.b) + " " + fault
+	}
+	m.ContentType = ct
+	return ""
 }
 
 // readPayload passes json and text through and decodes bytea. The relation

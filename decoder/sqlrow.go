@@ -38,7 +38,7 @@ func NewRowDecoder(cfg Config, cols []Column) (*RowDecoder, error) {
 		return nil, err
 	}
 	r := &RowDecoder{names: cfg.Columns.Names(), opts: cfg.rowOptions()}
-	r.rel = newOutboxRelation(&r.names, defaultBytes(cfg.AggregateTypeDefault), cfg.SpanContextColumn, cols)
+	r.rel = newOutboxRelation(&r.names, defaultBytes(cfg.AggregateTypeDefault), cfg.extraColumns(), cols)
 	return r, nil
 }
 

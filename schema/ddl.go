@@ -11,6 +11,10 @@ import (
 var (
 	//go:embed outbox.sql.tmpl
 	outboxText string
+	//go:embed existing.sql.tmpl
+	existingText string
+	//go:embed publication.sql.tmpl
+	publicationText string
 	//go:embed deadletters.sql.tmpl
 	deadLettersText string
 	//go:embed recoveries.sql.tmpl
@@ -21,6 +25,8 @@ var (
 
 var (
 	outboxTemplate      = template.Must(template.New("outbox.sql").Parse(outboxText))
+	existingTemplate    = template.Must(template.New("existing.sql").Parse(existingText))
+	publicationTemplate = template.Must(template.New("publication.sql").Parse(publicationText))
 	deadLettersTemplate = template.Must(template.New("deadletters.sql").Parse(deadLettersText))
 	recoveriesTemplate  = template.Must(template.New("recoveries.sql").Parse(recoveriesText))
 	topicsTemplate      = template.Must(template.New("topics.sql").Parse(topicsText))
@@ -163,11 +169,20 @@ func (c Config) validateDerived() error {
 
 // DDL is the SQL that creates the outbox table, its index on occurred_at,
 // its publication, the dead-letter table, the recoveries table and the
-// topics table, for
-// `walrelay schema` and for applications' migrations. Running it twice is safe for the tables (IF NOT EXISTS);
-// CREATE PUBLICATION has no such clause, so it is wrapped in a check.
+// topics table, for `walrelay schema` and for applications' migrations.
+// Running it twice is safe for the tables (IF NOT EXISTS); CREATE
+// PUBLICATION has no such clause, so it is wrapped in a check.
 func DDL(c Config) (string, error) {
-	return render(c, outboxTemplate, deadLettersTemplate, recoveriesTemplate, topicsTemplate)
+	return render(c, outboxTemplate, publicationTemplate, deadLettersTemplate, recoveriesTemplate, topicsTemplate)
+}
+
+// ExistingDDL is DDL for an outbox table that exists already (another
+// tool's, or one made by hand): the publication, the dead-letter, recoveries
+// and topics tables, and nothing that creates or changes the outbox table,
+// whose columns need not be the defaults' (DDL's index on occurred_at would
+// fail on a table without that column). Safe to run twice, like DDL.
+func ExistingDDL(c Config) (string, error) {
+	return render(c, existingTemplate, publicationTemplate, deadLettersTemplate, recoveriesTemplate, topicsTemplate)
 }
 
 // DeadLetterDDL is the part of DDL that creates the dead-letter table and

@@ -249,3 +249,48 @@ func TestGrantsSQL(t *testing.T) {
 		t.Error("GrantsSQL accepted an empty role name")
 	}
 }
+
+// ExistingDDL is DDL without the outbox table and its index: the
+// publication and walrelay's own tables, for a table of any columns.
+func TestExistingDDLLeavesTheOutboxTableAlone(t *testing.T) {
+	c := DefaultConfig()
+	c.Table = Table{"app", "OutboxMessages"}
+	c.Columns.OccurredAt = "OccurredAtUtc"
+	all, err := DDL(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddl, err := ExistingDDL(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, unwanted := range []string{`CREATE TABLE IF NOT EXISTS "app"."OutboxMessages" `, `"OccurredAtUtc"`, `ON "app"."OutboxMessages"`} {
+		if strings.Contains(ddl, unwanted) {
+			t.Errorf("ExistingDDL has %q:\n%s", unwanted, ddl)
+		}
+	}
+	for _, want := range []string{
+		`CREATE PUBLICATION "walrelay_outbox" FOR TABLE "app"."OutboxMessages" WITH (publish = 'insert', publish_via_partition_root = true)`,
+		`IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'walrelay_outbox')`,
+		`CREATE TABLE IF NOT EXISTS "app"."OutboxMessages_dead_letters" (`,
+		`CREATE TABLE IF NOT EXISTS "app"."OutboxMessages_recoveries" (`,
+		`CREATE TABLE IF NOT EXISTS "app"."OutboxMessages_topics" (`,
+	} {
+		if !strings.Contains(ddl, want) {
+			t.Errorf("ExistingDDL lacks %q:\n%s", want, ddl)
+		}
+	}
+	// Everything after its header is DDL's, as DDL prints it.
+	if _, rest, ok := strings.Cut(ddl, "\n\n"); !ok || !strings.HasSuffix(all, rest) {
+		t.Errorf("ExistingDDL is not DDL's publication and tables:\n%s", ddl)
+	}
+	if n := strings.Count(ddl, "CREATE INDEX"); n != 1 {
+		t.Errorf("ExistingDDL has %d CREATE INDEX; want 1 (parked dead letters)", n)
+	}
+	// Any name, quoted: as an identifier and as a literal.
+	c.Publication = "x'y\"z"
+	ddl, err = ExistingDDL(c)
+	if err != nil || !strings.Contains(ddl, `CREATE PUBLICATION "x'y""z" FOR TABLE`) || !strings.Contains(ddl, `pubname = 'x''y"z'`) {
+		t.Errorf("ExistingDDL of publication %q: %v; want it quoted as an identifier and a literal:\n%s", c.Publication, err, ddl)
+	}
+}

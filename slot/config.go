@@ -39,6 +39,10 @@ type Config struct {
 	// AggregateTypeDefault to none (the table must then have the column).
 	Columns              schema.Columns
 	AggregateTypeDefault string
+	// ContentTypeColumn is decoder.Config.ContentTypeColumn, judged with
+	// the other columns: optional, and of a text type when present.
+	// Defaults to none.
+	ContentTypeColumn string
 	// Recoveries is the recoveries table (schema.Config.RecoveryTable): a
 	// pending recovery of the slot there stops the preflight, since the
 	// slot may not be one to stream from yet. A missing table means none.
@@ -139,7 +143,7 @@ func (c *Config) decoderConfig() decoder.Config {
 	if cols == (schema.Columns{}) {
 		cols = schema.DefaultColumns()
 	}
-	return decoder.Config{Table: c.Table, Columns: cols, AggregateTypeDefault: c.AggregateTypeDefault}
+	return decoder.Config{Table: c.Table, Columns: cols, AggregateTypeDefault: c.AggregateTypeDefault, ContentTypeColumn: c.ContentTypeColumn}
 }
 
 // pgConfig parses ConnString, or for replication ReplicationConnString,

@@ -169,16 +169,23 @@ func readFacts(ctx context.Context, conn *pgx.Conn, cfg *Config) *facts {
 		_ = conn.QueryRow(ctx, "SELECT system_identifier::text FROM pg_control_system()").Scan(&f.conn.sqlSystem)
 	}
 	readSession(ctx, cfg, &f.conn)
-	f.tableExists, f.tableErr = tableExists(ctx, conn, cfg.Table)
-	if f.tableErr == nil && f.tableExists {
-		f.columns, f.columnsErr = readColumns(ctx, conn, cfg.Table)
-		f.partitions, f.tableErr = readPartitions(ctx, conn, cfg.Table)
-	}
+	f.readTable(ctx, conn)
 	f.readPublication(ctx, conn)
 	f.readFigures(ctx, conn)
 	f.recovery, f.recoveryFound, f.recoveryErr = ReadRecovery(ctx, conn, cfg.Recoveries, cfg.Slot)
 	f.ha, f.haErr = readHA(ctx, conn)
 	return f
+}
+
+// readTable reads whether the outbox table exists and, when it does, its
+// columns and partitions.
+func (f *facts) readTable(ctx context.Context, conn *pgx.Conn) {
+	t := f.cfg.Table
+	f.tableExists, f.tableErr = tableExists(ctx, conn, t)
+	if f.tableErr == nil && f.tableExists {
+		f.columns, f.columnsErr = readColumns(ctx, conn, t)
+		f.partitions, f.tableErr = readPartitions(ctx, conn, t)
+	}
 }
 
 // haSQL counts the physical walsenders as standbys: those connected to no

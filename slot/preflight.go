@@ -127,6 +127,37 @@ func preflight(ctx context.Context, cfg *Config) (Info, []check.Result, error) {
 	return f.figures.Info, results, firstFailure(results)
 }
 
+// CheckTable judges the outbox table alone, by the rules `walrelay check`
+// reports on it: it must exist, and have the columns of cfg.Columns (the
+// required ones, cfg.AggregateTypeDefault standing in for the aggregate
+// type's) of types walrelay reads. A failure is returned as a
+// *ConfigError, a fact it cannot read as that error. It reads the catalog
+// only: no replication right, no publication or slot, nothing written.
+// `walrelay schema --existing` asks it before it prints what goes beside
+// the table.
+func CheckTable(ctx context.Context, cfg Config) error {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	conn, err := connect(ctx, &cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	f := &facts{cfg: &cfg}
+	f.readTable(ctx, conn)
+	for _, err := range []error{f.tableErr, f.columnsErr} {
+		switch {
+		case isInsufficientPrivilege(err):
+			return fmt.Errorf("read the outbox table: %w (connect as a role that may see the table, such as its owner)", err)
+		case err != nil:
+			return fmt.Errorf("read the outbox table: %w", err)
+		}
+	}
+	return firstFailure(judge(f, tableRules))
+}
+
 // logWarnings logs each warning of results with its fix.
 func logWarnings(log *zap.Logger, results []check.Result) {
 	for _, r := range results {

@@ -269,6 +269,9 @@ func columnsFound(dc decoder.Config, cols []decoder.Column) string {
 		}
 		absent = append(absent, strconv.Quote(names[fld]))
 	}
+	if ct := dc.ContentTypeColumn; ct != "" && !slices.ContainsFunc(cols, func(c decoder.Column) bool { return c.Name == ct }) {
+		absent = append(absent, strconv.Quote(ct))
+	}
 	found := "the configured columns, of types walrelay reads"
 	if len(absent) > 0 {
 		found = "the required columns, of types walrelay reads; absent, read as null: " + strings.Join(absent, ", ")

@@ -299,6 +299,12 @@ func TestColumnsRule(t *testing.T) {
 		{"EF Core shape with a default", func(f *facts) {
 			f.cfg.Columns, f.cfg.AggregateTypeDefault, f.columns = efCols, "order", ef
 		}, check.OK, `absent, read as null: "Headers", "Topic"; no column "AggregateType": every row's aggregate type is "order" (` + decoder.SettingAggregateTypeDefault + ")"},
+		{"content type column absent", func(f *facts) { f.cfg.ContentTypeColumn = "ContentType" }, check.OK,
+			`the required columns, of types walrelay reads; absent, read as null: "ContentType"`},
+		{"content type column of another type", func(f *facts) {
+			f.cfg.ContentTypeColumn, f.cfg.Columns = "aggregate_version", schema.DefaultColumns()
+			f.cfg.Columns.AggregateVersion = "version"
+		}, check.Fail, `column "aggregate_version" (content type) of public.outbox has type`},
 		{"EF Core shape without a default", func(f *facts) { f.cfg.Columns, f.columns = efCols, ef }, check.Fail,
 			`column "AggregateType" (aggregate_type) is missing from public.outbox`},
 		{"unreadable", func(f *facts) { f.columns, f.columnsErr = nil, errors.New("permission denied for table outbox") }, check.Fail,

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/internal/testkit/pgtest"
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -70,14 +71,40 @@ func TestColumnErrorsSayFlags(t *testing.T) {
 	}
 }
 
-// `walrelay schema` prints DDL and reads no row: it names columns but has
-// no --aggregate-type-default.
-func TestSchemaHasNoAggregateTypeDefault(t *testing.T) {
-	var o options
-	s := newFlagSet("schema")
-	bindVerb("schema", s, &o)
-	if !s.Has("column-aggregate-type") || s.Has("aggregate-type-default") {
-		t.Errorf("schema: --column-aggregate-type %v, --aggregate-type-default %v; want the first only",
-			s.Has("column-aggregate-type"), s.Has("aggregate-type-default"))
+// `walrelay schema` takes the column flags init takes, so that the same
+// line that starts walrelay prints its DDL, and --existing judges the
+// table by them (a table without an aggregate type column passes with
+// --aggregate-type-default).
+func TestSchemaHasInitsColumnFlags(t *testing.T) {
+	var schemaOpts, initOpts options
+	s, i := newFlagSet("schema"), newFlagSet("init")
+	bindVerb("schema", s, &schemaOpts)
+	bindVerb("init", i, &initOpts)
+	for _, name := range i.Names() {
+		if strings.HasPrefix(name, "column-") || name == "aggregate-type-default" {
+			if !s.Has(name) {
+				t.Errorf("schema lacks init's --%s", name)
+			}
+		}
+	}
+}
+
+// --column-content-type reaches the decoder and the table's judgement in
+// every verb that reads rows, and errors about it name the flag.
+func TestColumnContentTypeFlag(t *testing.T) {
+	pgtest.CleanEnv(t)
+	for _, verb := range []string{"schema", "init", "check", "run", "recover", "replay"} {
+		args := []string{"--column-content-type", "ContentType"}
+		if verb != "schema" {
+			args = append(args, "--postgres-url", "postgres://h/db")
+		}
+		c := resolveVerb(t, verb, args...)
+		if c.Decoder.ContentTypeColumn != "ContentType" || verb != "schema" && c.Slot.ContentTypeColumn != "ContentType" {
+			t.Errorf("%s: decoder %q, slot %q; want the flag's column in both", verb, c.Decoder.ContentTypeColumn, c.Slot.ContentTypeColumn)
+		}
+	}
+	_, _, err := runArgs("check", "--postgres-url", "postgres://h/db", "--column-content-type", "payload")
+	if err == nil || !strings.Contains(err.Error(), `--column-content-type: column "payload" is configured for both the content type and payload`) {
+		t.Errorf("content type column on the payload's: %v; want an error naming --column-content-type", err)
 	}
 }

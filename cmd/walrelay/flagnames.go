@@ -40,6 +40,8 @@ var settingFlags = [][2]string{
 	{schema.FieldOccurredAt.Setting(), "--column-occurred-at"},
 	{schema.FieldTopic.Setting(), "--column-topic"},
 	{decoder.SettingAggregateTypeDefault, "--aggregate-type-default"},
+	// Longer names first: a replacer tries its pairs in order.
+	{decoder.SettingContentTypeColumn, "--column-content-type"},
 	{decoder.SettingContentType, "--content-type"},
 	{decoder.SettingNullPayload, "--null-payload"},
 	{decoder.SettingSpanContext, "--column-tracing-span-context"},

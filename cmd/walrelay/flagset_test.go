@@ -34,14 +34,16 @@ func help(t *testing.T, verb ...string) string {
 	return out
 }
 
-func TestSchemaHelpShowsNoKafkaOrPostgresFlag(t *testing.T) {
+// schema reads PostgreSQL only for --existing's check of the table: no
+// replication URL, slot or Kafka.
+func TestSchemaHelpShowsNoKafkaOrReplicationFlag(t *testing.T) {
 	h := help(t, "schema")
-	for _, foreign := range []string{"--kafka", "--postgres-url", "--retention", "--all", "--slot"} {
+	for _, foreign := range []string{"--kafka", "--replication-url", "--retention", "--all", "--slot"} {
 		if strings.Contains(h, foreign) {
 			t.Errorf("walrelay schema -h shows %s:\n%s", foreign, h)
 		}
 	}
-	for _, own := range []string{"--table", "--publication", "--column-payload", "--grant-to"} {
+	for _, own := range []string{"--table", "--publication", "--column-payload", "--grant-to", "--existing", "--postgres-url"} {
 		if !strings.Contains(h, own) {
 			t.Errorf("walrelay schema -h lacks %s:\n%s", own, h)
 		}

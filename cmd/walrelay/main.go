@@ -68,7 +68,7 @@ Usage:
   walrelay init     [flags]   create the publication, the replication slot and walrelay's tables (safe to repeat)
   walrelay check    [flags]   check PostgreSQL and Kafka settings and privileges: ok / warn / fail
   walrelay status   [flags]   show the slot, its lag, the publication and the leader (--json for scripts)
-  walrelay schema   [flags]   print the outbox DDL for your migrations
+  walrelay schema   [flags]   print the outbox DDL for your migrations (--existing: only what goes beside your table)
   walrelay dlq      list|retry|discard [flags]
                               the dead-letter table: list parked messages, publish them again, discard them
   walrelay recover  --since TIME | --since-message-id ID | --all [flags]

@@ -42,10 +42,16 @@ type options struct {
 	// SpanContextColumn is --column-tracing-span-context
 	// (decoder.Config.SpanContextColumn).
 	SpanContextColumn string
+	// ContentTypeColumn is --column-content-type
+	// (decoder.Config.ContentTypeColumn).
+	ContentTypeColumn string
 	// Preset is --preset: its flag values are applied when the flags are
 	// parsed (preset.go); resolve keeps its name for check.
-	Preset       string
-	ConfigFile   string // --config: read before the flags are parsed (configfile.go)
+	Preset     string
+	ConfigFile string // --config: read before the flags are parsed (configfile.go)
+	// Existing is `walrelay schema --existing`: the DDL beside an outbox
+	// table that exists already.
+	Existing     bool
 	GrantTo      string
 	OnBadMessage string
 	CreateTopics bool // --kafka-create-topics: sink.Config says it the other way round
@@ -121,8 +127,12 @@ func defaultOptions() options {
 var verbFlags = map[string]func(s *flagSet, o *options){
 	"schema": func(s *flagSet, o *options) {
 		presetFlag(s, o)
+		s.Group("Existing table")
+		s.Bool(&o.Existing, "existing", "print only what walrelay needs beside an outbox table that exists already (the publication, walrelay's own tables, the grants): no CREATE TABLE or index for it; with --postgres-url the table and its columns are checked first, and nothing is printed when they do not fit")
+		s.Secret(&o.PostgresURL, "postgres-url", "with --existing: PostgreSQL URL of the database holding the outbox table, whose columns are checked against the column flags before the DDL is printed (its password is never shown); ignored without --existing", slot.RedactConnString)
+		connParamFlags(s, o)
 		outboxFlags(s, o, true)
-		columnFlags(s, o, false)
+		columnFlags(s, o, true)
 		s.Group("Privileges")
 		s.Str(&o.GrantTo, "grant-to", "also print the GRANTs the role walrelay runs as needs on these tables (see docs/SECURITY.md)")
 	},
@@ -306,6 +316,11 @@ func postgresFlags(s *flagSet, o *options) {
 	s.Group("PostgreSQL connection")
 	s.Secret(&o.PostgresURL, "postgres-url", "PostgreSQL URL of the database holding the outbox table, e.g. postgres://user@host:5432/db?sslmode=verify-full (its password is never shown)", slot.RedactConnString)
 	s.Secret(&o.ReplicationURL, "replication-url", "PostgreSQL URL of the same database's direct endpoint, for the replication stream, the slot and the leader's lock, when --postgres-url goes through a transaction pooler (PgBouncer, Supavisor, Neon's -pooler host); defaults to --postgres-url", slot.RedactConnString)
+	connParamFlags(s, o)
+}
+
+// connParamFlags amend --postgres-url (slot.ConnParams).
+func connParamFlags(s *flagSet, o *options) {
 	p := &o.Postgres
 	s.Str(&p.SSLMode, "postgres-sslmode", "sslmode: disable, allow, prefer, require, verify-ca or verify-full (only verify-full checks that the server is the one named); overrides the URL's")
 	s.Str(&p.SSLRootCert, "postgres-sslrootcert", "file of the CA certificates that sign the server's certificate, or system; overrides the URL's")
@@ -367,6 +382,7 @@ func columnFlags(s *flagSet, o *options, decoding bool) {
 		return
 	}
 	s.Str(&o.AggregateTypeDefault, "aggregate-type-default", "aggregate type of every row when the table has no aggregate type column, and of a row whose aggregate type is NULL (topic template, aggregate_type header, ordering); empty: the column is required")
+	s.Str(&o.ContentTypeColumn, "column-content-type", "column holding each row's content-type header (text, e.g. application/avro), for a table of payloads of several types; a NULL or empty value gets --content-type, else the payload column type's; optional, empty for none")
 	s.Str(&o.SpanContextColumn, "column-tracing-span-context", "column holding a span context as Debezium stores it (Java Properties text): a valid W3C traceparent in it becomes the traceparent header, with tracestate; optional, empty for none")
 }
 
@@ -457,7 +473,9 @@ type config struct {
 	// Preset says which --preset is in effect and what it set, for check;
 	// "" for none.
 	Preset string
-	Schema schema.Config
+	// Existing is `walrelay schema --existing`.
+	Existing bool
+	Schema   schema.Config
 	// Decoder is how rows are read: the table, its columns, the aggregate
 	// type default, --content-type and --null-payload (the verbs with the
 	// column flags).
@@ -483,13 +501,14 @@ type config struct {
 // PostgreSQL URL, and no Kafka flag of another verb is read.
 func (o options) resolve(s *flagSet) (config, error) {
 	c := config{DLQ: o.DLQ, Topics: o.Topics, Backfill: o.Backfill, GrantTo: o.GrantTo, LogLevel: o.LogLevel, Metrics: o.MetricsAddr, JSON: o.JSON,
-		Preset: s.PresetSummary(o.Preset)}
+		Preset: s.PresetSummary(o.Preset), Existing: o.Existing}
 	var err error
 	if c.Schema, err = o.schemaConfig(); err != nil {
 		return config{}, err
 	}
 	c.Decoder = decoder.Config{Table: c.Schema.Table, Columns: c.Schema.Columns, AggregateTypeDefault: o.AggregateTypeDefault,
-		ContentType: o.ContentType, NullPayload: decoder.NullPayload(o.NullPayload), SpanContextColumn: o.SpanContextColumn}
+		ContentType: o.ContentType, NullPayload: decoder.NullPayload(o.NullPayload), SpanContextColumn: o.SpanContextColumn,
+		ContentTypeColumn: o.ContentTypeColumn}
 	if s.Has("aggregate-type-default") || s.Has("null-payload") {
 		if err := c.Decoder.Validate(); err != nil {
 			return config{}, flagged(err)
@@ -501,7 +520,7 @@ func (o options) resolve(s *flagSet) (config, error) {
 		}
 		c.Park = o.OnBadMessage == "park"
 	}
-	if s.Has("postgres-url") {
+	if s.Has("postgres-url") && o.wantsPostgres(s) {
 		conn, err := o.postgresConnString()
 		if err != nil {
 			return config{}, err
@@ -515,6 +534,7 @@ func (o options) resolve(s *flagSet) (config, error) {
 		c.Slot.Table, c.Slot.Publication = c.Schema.Table, c.Schema.Publication
 		c.Slot.Recoveries = c.Schema.RecoveryTable() // beside the dead-letter table, wherever that is
 		c.Slot.Columns, c.Slot.AggregateTypeDefault = c.Decoder.Columns, c.Decoder.AggregateTypeDefault
+		c.Slot.ContentTypeColumn = c.Decoder.ContentTypeColumn
 		if err := schema.ValidateSlotName(c.Slot.Slot); err != nil {
 			return config{}, err
 		}
@@ -533,6 +553,13 @@ func (o options) resolve(s *flagSet) (config, error) {
 		c.Retention = o.retentionConfig(c.Schema)
 	}
 	return c, nil
+}
+
+// wantsPostgres says whether the verb connects to PostgreSQL: every verb
+// with --postgres-url, but `walrelay schema` only with --existing and a
+// URL (without one it prints the DDL unchecked).
+func (o options) wantsPostgres(s *flagSet) bool {
+	return !s.Has("existing") || o.Existing && o.PostgresURL != ""
 }
 
 // postgresConnString is --postgres-url with the --postgres-ssl* flags and

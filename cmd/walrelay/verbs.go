@@ -38,25 +38,60 @@ func parseWithLogger(verb string, args []string, stdout, stderr io.Writer) (conf
 	return c, log, true, nil
 }
 
-func runSchema(_ context.Context, args []string, stdout, stderr io.Writer) error {
+// runSchema prints the DDL: of walrelay's own outbox table and what goes
+// with it, or with --existing only what goes beside a table that exists
+// (checked against the live table first when a URL is given: nothing is
+// printed for a table that does not fit).
+func runSchema(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, ok, err := parseConfig("schema", args, stdout, stderr)
 	if !ok {
 		return err
 	}
-	sc := c.Schema
-	ddl, err := schema.DDL(sc)
+	ddl, err := schemaDDL(ctx, c, stderr)
 	if err != nil {
 		return err
+	}
+	_, err = io.WriteString(stdout, ddl)
+	return err
+}
+
+// schemaDDL is the DDL runSchema prints, with the grants of --grant-to.
+func schemaDDL(ctx context.Context, c config, stderr io.Writer) (string, error) {
+	sc := c.Schema
+	render := schema.DDL
+	if c.Existing {
+		if err := checkExisting(ctx, c, stderr); err != nil {
+			return "", err
+		}
+		render = schema.ExistingDDL
+	} else if sc.Columns != schema.DefaultColumns() {
+		fmt.Fprintf(stderr, "walrelay schema: this DDL creates %s with these column names; for a table that exists already, --existing prints only what walrelay needs beside it\n", sc.Table)
+	}
+	ddl, err := render(sc)
+	if err != nil {
+		return "", err
 	}
 	if c.GrantTo != "" {
 		grants, err := schema.GrantsSQL(sc, c.GrantTo)
 		if err != nil {
-			return fmt.Errorf("--grant-to: %w", err)
+			return "", fmt.Errorf("--grant-to: %w", err)
 		}
 		ddl += "\n" + grants
 	}
-	_, err = io.WriteString(stdout, ddl)
-	return err
+	return ddl, nil
+}
+
+// checkExisting judges the live table of `walrelay schema --existing` as
+// init and run will (slot.CheckTable), or says on stderr that there was
+// none to judge.
+func checkExisting(ctx context.Context, c config, stderr io.Writer) error {
+	if c.Slot.ConnString == "" {
+		fmt.Fprintf(stderr, "walrelay schema: not checked against a live table (no --postgres-url): init, check and run will compare the columns of %s with the column flags\n", c.Schema.Table)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	return slot.CheckTable(ctx, c.Slot)
 }
 
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -20,9 +20,9 @@ import (
 // design's OutboxMessage entity as EF Core and Npgsql map it, with quoted
 // PascalCase names, a uuid aggregate id, a text payload and no aggregate
 // type column, in a schema of the test's own. Its owner applies `walrelay
-// schema` with the column flags for the publication, the dead-letter and
-// recoveries tables and the grants (CREATE TABLE IF NOT EXISTS leaves the
-// table as it is).
+// schema --existing` with the column flags (read against the table as its
+// owner): the publication, the dead-letter, recoveries and topics tables
+// and the grants, nothing for the table itself.
 type efShape struct {
 	t     *testing.T
 	f     *harness.Fixture
@@ -65,7 +65,11 @@ func newNamedShape(t *testing.T, names func(id string) (schema.Table, string), t
 	})
 	s.exec("CREATE SCHEMA " + schema.QuoteIdentifier(s.table.Schema))
 	s.exec("CREATE TABLE " + s.table.Quoted() + tableSQL)
-	err := harness.ExecGrants(context.Background(), f.DB, f.WalrelayOK("schema", append(s.flags(), "--grant-to", harness.RelayRole)...))
+	// --aggregate-type-default passes the check of a table without an
+	// aggregate type column (EF Core's); the DDL does not depend on it.
+	ddl := f.WalrelayOK("schema", append(s.flags(), "--existing", "--postgres-url", f.PGURL, "--aggregate-type-default", "order",
+		"--grant-to", harness.RelayRole)...)
+	err := harness.ExecGrants(context.Background(), f.DB, ddl)
 	testkit.Must(t, err, "apply `walrelay schema` DDL")
 	return s
 }
