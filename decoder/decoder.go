@@ -145,14 +145,20 @@ type Event struct {
 // holds the relation cache and the open transaction. Not safe for
 // concurrent use.
 type Decoder struct {
-	table     schema.Table
-	names     [schema.NumFields]string
-	aggType   []byte // Config.AggregateTypeDefault; nil when unset
-	extras    extraColumns
-	opts      rowOptions
+	tables    []*outboxTable
 	relations map[uint32]*relation
 	tx        txState
 	scratch   []value // reused across rows: one entry per tuple column
+}
+
+// outboxTable is one outbox table of a Decoder: its Config, resolved.
+type outboxTable struct {
+	index   int // in NewTables' order: Message.Table and BadRowError.Table
+	table   schema.Table
+	names   [schema.NumFields]string
+	aggType []byte // Config.AggregateTypeDefault; nil when unset
+	extras  extraColumns
+	opts    rowOptions
 }
 
 // txState is the open transaction, from its Begin.
@@ -164,21 +170,53 @@ type txState struct {
 	seq        uint32 // the next outbox row's place in the transaction
 }
 
-// New validates cfg, fills its defaults and returns a Decoder with an
-// empty relation cache and no open transaction.
-func New(cfg Config) (*Decoder, error) {
-	cfg, err := cfg.resolve()
-	if err != nil {
-		return nil, err
+// New validates cfg, fills its defaults and returns a Decoder of its one
+// outbox table with an empty relation cache and no open transaction.
+func New(cfg Config) (*Decoder, error) { return NewTables(cfg) }
+
+// NewTables is New for several outbox tables read from one stream, each
+// with its own columns and options: a row's Message.Table (or its
+// BadRowError.Table) is its table's index in cfgs. The rows of all of them
+// are numbered together in their transaction (Message.Seq), so that a
+// row's Position stays unique in the slot. A table given twice is refused.
+func NewTables(cfgs ...Config) (*Decoder, error) {
+	if len(cfgs) == 0 {
+		return nil, errors.New("decoder config: no outbox table")
 	}
-	return &Decoder{
-		table:     cfg.Table,
-		names:     cfg.Columns.Names(),
-		aggType:   defaultBytes(cfg.AggregateTypeDefault),
-		extras:    cfg.extraColumns(),
-		opts:      cfg.rowOptions(),
-		relations: map[uint32]*relation{},
-	}, nil
+	d := &Decoder{relations: map[uint32]*relation{}}
+	for i, cfg := range cfgs {
+		cfg, err := cfg.resolve()
+		if err != nil {
+			if len(cfgs) > 1 {
+				err = fmt.Errorf("table %d of %d: %w", i+1, len(cfgs), err)
+			}
+			return nil, err
+		}
+		for _, t := range d.tables {
+			if t.table == cfg.Table {
+				return nil, fmt.Errorf("decoder config: table %s is given twice", cfg.Table)
+			}
+		}
+		d.tables = append(d.tables, &outboxTable{
+			index:   i,
+			table:   cfg.Table,
+			names:   cfg.Columns.Names(),
+			aggType: defaultBytes(cfg.AggregateTypeDefault),
+			extras:  cfg.extraColumns(),
+			opts:    cfg.rowOptions(),
+		})
+	}
+	return d, nil
+}
+
+// outbox is the outbox table named namespace.name; nil for another.
+func (d *Decoder) outbox(namespace, name []byte) *outboxTable {
+	for _, t := range d.tables {
+		if string(namespace) == t.table.Schema && string(name) == t.table.Name {
+			return t
+		}
+	}
+	return nil
 }
 
 // resolve fills cfg's defaults and validates it.

@@ -23,6 +23,8 @@ type BadRowError struct {
 	// (Config.ContentTypeColumn), the media type of Field's, the payload's,
 	// value.
 	ContentType bool
+	// Table is the index of the row's outbox table (Message.Table).
+	Table int
 	// Reason says what is wrong, in a few lowercase words (with the offending
 	// value quoted and shortened where it helps; never a payload or header).
 	Reason string

@@ -40,9 +40,12 @@ type Column struct {
 // relation is what the decoder keeps of one Relation message, or of the
 // columns a RowDecoder was given.
 type relation struct {
-	// outbox is true for the configured table; rows of other tables are
-	// skipped.
+	// outbox is true for a configured table, tab; rows of other tables
+	// are skipped.
 	outbox bool
+	// tab is the outbox table of a Relation message; nil for other tables
+	// and for a RowDecoder's columns.
+	tab *outboxTable
 	ncols  int
 	// col is the column index of each field, -1 when the relation lacks it;
 	// typ is that column's type OID.
@@ -89,7 +92,8 @@ func (d *Decoder) relation(r *reader) error {
 	namespace, name := r.cstring(), r.cstring()
 	r.u8()
 	ncols := int(r.u16())
-	outbox := string(namespace) == d.table.Schema && string(name) == d.table.Name
+	tab := d.outbox(namespace, name)
+	outbox := tab != nil
 	var cols []Column
 	for i := 0; i < ncols && !r.short; i++ {
 		r.u8()
@@ -105,7 +109,8 @@ func (d *Decoder) relation(r *reader) error {
 	}
 	rel := &relation{}
 	if outbox {
-		rel = newOutboxRelation(&d.names, d.aggType, d.extras, cols)
+		rel = newOutboxRelation(&tab.names, tab.aggType, tab.extras, cols)
+		rel.tab = tab
 	}
 	d.relations[id] = rel
 	return nil

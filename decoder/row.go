@@ -66,10 +66,14 @@ func (d *Decoder) insert(r *reader) (Event, error) {
 	}
 	pos := schema.Position{CommitLSN: d.tx.finalLSN, Seq: d.tx.seq}
 	d.tx.seq++
-	msg, err := message(rel, &d.names, &d.opts, vals, pos, d.tx.commitTime)
+	msg, err := message(rel, &rel.tab.names, &rel.tab.opts, vals, pos, d.tx.commitTime)
 	if err != nil {
+		if bad := (*BadRowError)(nil); errors.As(err, &bad) {
+			bad.Table = rel.tab.index
+		}
 		return Event{}, err
 	}
+	msg.Table = rel.tab.index
 	return Event{Kind: KindMessage, XID: d.tx.xid, FinalLSN: d.tx.finalLSN, CommitTime: d.tx.commitTime, Message: msg}, nil
 }
 

@@ -66,6 +66,11 @@ type Message struct {
 	// Topic is the row's explicit topic override; empty when null or absent.
 	Topic string
 
+	// Table is which of the relay's outbox tables the row is from: its
+	// index in the order they were configured (decoder.NewTables); 0 with
+	// one table.
+	Table int
+
 	// CommitLSN and CommitTime identify the transaction the row was committed
 	// in (pgoutput Begin: final LSN and commit timestamp). For logs and
 	// latency metrics only: the confirm rule uses the Commit's end LSN.
