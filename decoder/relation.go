@@ -45,8 +45,8 @@ type relation struct {
 	outbox bool
 	// tab is the outbox table of a Relation message; nil for other tables
 	// and for a RowDecoder's columns.
-	tab *outboxTable
-	ncols  int
+	tab   *outboxTable
+	ncols int
 	// col is the column index of each field, -1 when the relation lacks it;
 	// typ is that column's type OID.
 	col [schema.NumFields]int
