@@ -77,6 +77,7 @@ func (e *BadRowError) Error() string {
 func (e *BadRowError) DeadLetter() schema.DeadLetter {
 	dl := schema.DeadLetter{
 		Position:   e.Position(),
+		Table:      e.Table,
 		Row:        e.Row,
 		Aggregate:  schema.Aggregate{Type: e.AggregateType, ID: e.AggregateID},
 		CommitTime: e.CommitTime,

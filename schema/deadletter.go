@@ -17,6 +17,9 @@ func (a Aggregate) Known() bool { return a.ID != "" }
 type DeadLetter struct {
 	// Position is the row's place in the WAL, the table's key.
 	Position Position
+	// Table is the index of the row's outbox table (Message.Table): whose
+	// dead-letter table it goes to.
+	Table int
 	// Message is the decoded row; nil for a row that could not be decoded,
 	// which Row then holds.
 	Message *Message
@@ -42,6 +45,9 @@ type DeadLetter struct {
 // of the aggregate is parked behind it until an operator retries or
 // discards the messages ahead.
 type Blocker struct {
+	// Table is the index of the aggregate's outbox table (Message.Table):
+	// an aggregate of one table never blocks another table's.
+	Table     int
 	Aggregate Aggregate
 	Position  Position
 	// MessageID is nil when the blocking row had no message id that parsed.

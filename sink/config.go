@@ -34,6 +34,11 @@ type Config struct {
 	// CheckHeader lets through, and not traceparent or tracestate.
 	// Defaults to "": none.
 	MessageIDHeader string
+	// Tables are the settings of each outbox table of a sink that
+	// publishes several (schema.Message.Table indexes them); a field left
+	// empty takes the one above. Defaults to none: every message goes by
+	// the fields above, and only table 0 is known.
+	Tables []TableConfig
 	// Linger is how long a partition batch waits to fill once its first
 	// message is queued. A full batch goes at once. Defaults to 5ms. A
 	// message already late when it is published (a backlog draining)
@@ -144,6 +149,14 @@ const (
 func (c Config) withDefaults() Config {
 	setString(&c.TopicTemplate, defaultTopicTemplate)
 	setString(&c.Source, defaultSource)
+	tables := make([]TableConfig, max(1, len(c.Tables)))
+	copy(tables, c.Tables)
+	for i := range tables {
+		setString(&tables[i].TopicTemplate, c.TopicTemplate)
+		setString(&tables[i].Source, c.Source)
+		setString(&tables[i].MessageIDHeader, c.MessageIDHeader)
+	}
+	c.Tables = tables
 	setDuration(&c.Linger, defaultLinger)
 	setInt(&c.BatchMaxMessages, defaultBatchMaxMessages)
 	setInt(&c.BatchMaxBytes, defaultBatchMaxBytes)
@@ -186,9 +199,18 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("broker %q: %w", b, err))
 		}
 	}
-	if !strings.Contains(c.TopicTemplate, "{") {
-		if err := validateTopic(c.TopicTemplate); err != nil {
-			errs = append(errs, fmt.Errorf("topic template: %w", err))
+	for i, t := range c.Tables {
+		what := "topic template"
+		if len(c.Tables) > 1 {
+			what = fmt.Sprintf("table %d: topic template", i)
+		}
+		if !strings.Contains(t.TopicTemplate, "{") {
+			if err := validateTopic(t.TopicTemplate); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", what, err))
+			}
+		}
+		if err := ValidateMessageIDHeader(t.MessageIDHeader); err != nil && t.MessageIDHeader != c.MessageIDHeader {
+			errs = append(errs, fmt.Errorf("table %d: %w", i, err))
 		}
 	}
 	errs = append(errs, notNegative("Linger", int64(c.Linger)), notNegative("BatchMaxMessages", int64(c.BatchMaxMessages)),
@@ -206,6 +228,13 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("MaxInFlightMessages %d is below BatchMaxMessages %d", c.MaxInFlightMessages, c.BatchMaxMessages))
 	}
 	return errors.Join(errs...)
+}
+
+// TableConfig is one outbox table's own settings in a sink of several.
+type TableConfig struct {
+	// TopicTemplate, Source and MessageIDHeader are as Config's, for the
+	// table's messages.
+	TopicTemplate, Source, MessageIDHeader string
 }
 
 // maxHeaderName bounds MessageIDHeader: a header name, not a document.

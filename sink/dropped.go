@@ -58,7 +58,8 @@ func (l *dropLog) due(key string, now time.Time) (bool, int) {
 // itself is published: a header the rule drops is the row's mistake, not
 // a reason to hold its aggregate.
 func (s *Sink) buildRecord(m *schema.Message, token uint64) *record {
-	r, dropped := newRecord(m, token, recordHeaders{source: s.cfg.Source, idHeader: s.cfg.MessageIDHeader}, s.now())
+	t := s.cfg.Tables[m.Table]
+	r, dropped := newRecord(m, token, recordHeaders{source: t.Source, idHeader: t.MessageIDHeader}, s.now())
 	for _, d := range dropped {
 		s.m.headersDropped.WithLabelValues(string(d.reason)).Inc()
 		log, suppressed := s.drops.due(d.key, r.time)

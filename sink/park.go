@@ -58,11 +58,20 @@ type blocks struct {
 	gauge prometheus.Gauge
 
 	mu sync.Mutex
-	by map[schema.Aggregate]schema.Blocker
+	by map[tableAggregate]schema.Blocker
 }
 
+// tableAggregate is an aggregate of one outbox table: the same aggregate
+// type and id in another table is another aggregate.
+type tableAggregate struct {
+	table int
+	agg   schema.Aggregate
+}
+
+func blockKey(x schema.Blocker) tableAggregate { return tableAggregate{x.Table, x.Aggregate} }
+
 func newBlocks(initial []schema.Blocker, gauge prometheus.Gauge) *blocks {
-	b := &blocks{gauge: gauge, by: make(map[schema.Aggregate]schema.Blocker, len(initial))}
+	b := &blocks{gauge: gauge, by: make(map[tableAggregate]schema.Blocker, len(initial))}
 	for _, x := range initial {
 		b.add(x)
 	}
@@ -78,10 +87,10 @@ func (b *blocks) add(x schema.Blocker) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if cur, ok := b.by[x.Aggregate]; ok && !x.Position.Less(cur.Position) {
+	if cur, ok := b.by[blockKey(x)]; ok && !x.Position.Less(cur.Position) {
 		return
 	}
-	b.by[x.Aggregate] = x
+	b.by[blockKey(x)] = x
 	b.gauge.Set(float64(len(b.by)))
 }
 
@@ -92,7 +101,7 @@ func (b *blocks) blocking(m *schema.Message) (schema.Blocker, bool) {
 		return schema.Blocker{}, false
 	}
 	b.mu.Lock()
-	x, ok := b.by[a]
+	x, ok := b.by[tableAggregate{m.Table, a}]
 	b.mu.Unlock()
 	return x, ok && x.Position.Less(m.Position())
 }
@@ -101,8 +110,8 @@ func (b *blocks) blocking(m *schema.Message) (schema.Blocker, bool) {
 func (b *blocks) lift(x schema.Blocker) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if cur, ok := b.by[x.Aggregate]; ok && cur.Position == x.Position {
-		delete(b.by, x.Aggregate)
+	if cur, ok := b.by[blockKey(x)]; ok && cur.Position == x.Position {
+		delete(b.by, blockKey(x))
 		b.gauge.Set(float64(len(b.by)))
 	}
 }
@@ -152,7 +161,7 @@ func (s *Sink) park(ctx context.Context, at place, r *record, v verdict) (bool, 
 		return false, nil
 	}
 	if v.by == nil {
-		s.blocks.add(schema.Blocker{Aggregate: dl.Aggregate, Position: dl.Position, MessageID: dl.MessageID})
+		s.blocks.add(schema.Blocker{Table: dl.Table, Aggregate: dl.Aggregate, Position: dl.Position, MessageID: dl.MessageID})
 	}
 	s.m.parked.WithLabelValues(v.class).Inc()
 	s.logParked(dl, at, v)
@@ -206,6 +215,7 @@ func (s *Sink) deadLetter(r *record, topic string, v verdict) schema.DeadLetter 
 	id := m.ID
 	return schema.DeadLetter{
 		Position:   m.Position(),
+		Table:      m.Table,
 		Message:    m,
 		MessageID:  &id,
 		Aggregate:  aggregateOf(m),

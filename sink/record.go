@@ -250,9 +250,14 @@ func validateTopic(name string) error {
 }
 
 // Topic is the topic the sink publishes m to under c: m's own Topic, else
-// c's TopicTemplate (or its default) filled in with m's fields.
+// the TopicTemplate of m's table (or its default) filled in with m's
+// fields.
 func (c Config) Topic(m *schema.Message) string {
-	return topicFor(c.withDefaults().TopicTemplate, m)
+	c = c.withDefaults()
+	if m.Table < 0 || m.Table >= len(c.Tables) {
+		return topicFor(c.TopicTemplate, m)
+	}
+	return topicFor(c.Tables[m.Table].TopicTemplate, m)
 }
 
 // ValidateTopic checks a topic name as Kafka would: 1 to 249 characters

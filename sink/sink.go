@@ -81,24 +81,29 @@ type Sink struct {
 	halt     context.CancelFunc
 }
 
-// routeKey is what the topic template reads of a message.
-type routeKey struct{ aggregateType, typ string }
+// routeKey is what the topic template reads of a message, and whose
+// template it is.
+type routeKey struct {
+	table              int
+	aggregateType, typ string
+}
 
 // maxRoutes bounds the route cache: beyond it, topics are made per message.
 const maxRoutes = 4096
 
 // topicOf is topicFor with the template's results cached.
 func (s *Sink) topicOf(m *schema.Message) string {
-	if m.Topic != "" || !strings.Contains(s.cfg.TopicTemplate, "{") {
-		return topicFor(s.cfg.TopicTemplate, m)
+	tmpl := s.cfg.Tables[m.Table].TopicTemplate
+	if m.Topic != "" || !strings.Contains(tmpl, "{") {
+		return topicFor(tmpl, m)
 	}
-	k := routeKey{m.AggregateType, m.Type}
+	k := routeKey{m.Table, m.AggregateType, m.Type}
 	s.routesMu.Lock()
 	defer s.routesMu.Unlock()
 	if t, ok := s.routes[k]; ok {
 		return t
 	}
-	t := topicFor(s.cfg.TopicTemplate, m)
+	t := topicFor(tmpl, m)
 	if len(s.routes) < maxRoutes {
 		s.routes[k] = t
 	}
@@ -196,6 +201,9 @@ func newSink(cfg Config, log *zap.Logger, onAck AckFunc, prod producer, meta met
 func (s *Sink) Publish(ctx context.Context, m *schema.Message, token uint64) error {
 	if err := s.stopped(); err != nil {
 		return err
+	}
+	if m.Table < 0 || m.Table >= len(s.cfg.Tables) {
+		return fmt.Errorf("sink: a message of table %d, of a sink configured for %d", m.Table, len(s.cfg.Tables))
 	}
 	topic := s.topicOf(m)
 	if m.AggregateID == "" {
