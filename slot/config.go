@@ -43,6 +43,11 @@ type Config struct {
 	// the other columns: optional, and of a text type when present.
 	// Defaults to none.
 	ContentTypeColumn string
+	// Tables are the outbox tables of a slot that carries several, all in
+	// Publication, each judged by the table rules as Table is, the first
+	// being Table. Defaults to none: Table and the fields above are the one
+	// table; when set, they are taken from Tables[0].
+	Tables []OutboxTable
 	// Recoveries is the recoveries table (schema.Config.RecoveryTable): a
 	// pending recovery of the slot there stops the preflight, since the
 	// slot may not be one to stream from yet. A missing table means none.
@@ -79,13 +84,36 @@ type Config struct {
 	ActiveRetryMin, ActiveRetryMax time.Duration
 }
 
+// OutboxTable is one outbox table of a slot: its name and how the
+// decoder reads it (decoder.Config).
+type OutboxTable struct {
+	Table                schema.Table
+	Columns              schema.Columns
+	AggregateTypeDefault string
+	ContentTypeColumn    string
+}
+
 func (c *Config) setDefaults() {
 	if c.Slot == "" {
 		c.Slot = "walrelay"
 	}
+	if len(c.Tables) > 0 {
+		t := c.Tables[0]
+		c.Table, c.Columns, c.AggregateTypeDefault, c.ContentTypeColumn = t.Table, t.Columns, t.AggregateTypeDefault, t.ContentTypeColumn
+	}
 	if c.Columns == (schema.Columns{}) {
 		c.Columns = schema.DefaultColumns()
 	}
+	tables := []OutboxTable{{c.Table, c.Columns, c.AggregateTypeDefault, c.ContentTypeColumn}}
+	if len(c.Tables) > 1 {
+		tables = append(tables, c.Tables[1:]...)
+	}
+	for i := range tables {
+		if tables[i].Columns == (schema.Columns{}) {
+			tables[i].Columns = schema.DefaultColumns()
+		}
+	}
+	c.Tables = tables
 	if c.Recoveries.Name == "" && c.Table.Name != "" {
 		c.Recoveries = schema.Config{Table: c.Table}.RecoveryTable()
 	}
@@ -133,7 +161,7 @@ func (c *Config) validate() error {
 	if _, err := quotedRecoveries(c.Recoveries); err != nil {
 		return err
 	}
-	_, err := decoder.New(c.decoderConfig())
+	_, err := decoder.NewTables(c.DecoderConfigs()...)
 	return err
 }
 
@@ -144,6 +172,30 @@ func (c *Config) decoderConfig() decoder.Config {
 		cols = schema.DefaultColumns()
 	}
 	return decoder.Config{Table: c.Table, Columns: cols, AggregateTypeDefault: c.AggregateTypeDefault, ContentTypeColumn: c.ContentTypeColumn}
+}
+
+// DecoderConfigs are the decoder's view of each outbox table, in Tables'
+// order (decoder.NewTables), from a Config whose defaults are set; one,
+// of Table, when Tables is empty.
+func (c *Config) DecoderConfigs() []decoder.Config {
+	if len(c.Tables) == 0 {
+		return []decoder.Config{c.decoderConfig()}
+	}
+	out := make([]decoder.Config, len(c.Tables))
+	for i, t := range c.Tables {
+		one := Config{Table: t.Table, Columns: t.Columns, AggregateTypeDefault: t.AggregateTypeDefault, ContentTypeColumn: t.ContentTypeColumn}
+		out[i] = one.decoderConfig()
+	}
+	return out
+}
+
+// forTable is c as the table rules see table i: its name and columns in
+// the fields of the one table.
+func (c *Config) forTable(i int) *Config {
+	t := c.Tables[i]
+	cc := *c
+	cc.Table, cc.Columns, cc.AggregateTypeDefault, cc.ContentTypeColumn = t.Table, t.Columns, t.AggregateTypeDefault, t.ContentTypeColumn
+	return &cc
 }
 
 // pgConfig parses ConnString, or for replication ReplicationConnString,

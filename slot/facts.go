@@ -18,6 +18,11 @@ import (
 // that a rule reports an unreadable fact as such and never guesses it.
 type facts struct {
 	cfg *Config
+	// others are the facts of the slot's further outbox tables
+	// (Config.Tables[1:]): each a copy of these with its own cfg (the
+	// table's name and columns in the one table's fields) and its own
+	// table facts. The table rules judge each (forEachTable).
+	others []*facts
 
 	server    serverFacts
 	serverErr error
@@ -170,7 +175,15 @@ func readFacts(ctx context.Context, conn *pgx.Conn, cfg *Config) *facts {
 	}
 	readSession(ctx, cfg, &f.conn)
 	f.readTable(ctx, conn)
+	for i := 1; i < len(cfg.Tables); i++ {
+		o := &facts{cfg: cfg.forTable(i)}
+		o.readTable(ctx, conn)
+		f.others = append(f.others, o)
+	}
 	f.readPublication(ctx, conn)
+	for _, o := range f.others {
+		o.server, o.serverErr, o.role, o.roleErr = f.server, f.serverErr, f.role, f.roleErr
+	}
 	f.readFigures(ctx, conn)
 	f.recovery, f.recoveryFound, f.recoveryErr = ReadRecovery(ctx, conn, cfg.Recoveries, cfg.Slot)
 	f.ha, f.haErr = readHA(ctx, conn)
@@ -217,6 +230,9 @@ func (f *facts) readPublication(ctx context.Context, conn *pgx.Conn) {
 		f.creator, f.creatorErr = readCreator(ctx, conn, f.cfg.Table)
 		f.creatorSet = true
 	}
+	for _, o := range f.others {
+		o.pub, o.pubErr = f.pub, f.pubErr
+	}
 }
 
 // readFigures (re)reads the slot's figures.
@@ -228,12 +244,27 @@ func (f *facts) readFigures(ctx context.Context, conn *pgx.Conn) {
 // returns it as it is: a failed read is no verdict on the setup, and the
 // next attempt may read it.
 func (f *facts) err() error {
-	for _, err := range []error{f.serverErr, f.settingsErr, f.providerErr, f.roleErr, f.tableErr, f.columnsErr, f.pubErr, f.creatorErr, f.figuresErr, f.recoveryErr, f.haErr} {
+	errs := []error{f.serverErr, f.settingsErr, f.providerErr, f.roleErr, f.tableErr, f.columnsErr, f.pubErr, f.creatorErr, f.figuresErr, f.recoveryErr, f.haErr}
+	for _, o := range f.others {
+		errs = append(errs, o.tableErr, o.columnsErr)
+	}
+	for _, err := range errs {
 		if err != nil {
 			return fmt.Errorf("read the server's setup: %w", err)
 		}
 	}
 	return nil
+}
+
+// outboxTables are every outbox table of the slot with its partitions: what
+// the publication may publish besides nothing else.
+func (f *facts) outboxTables() []schema.Table {
+	out := append([]schema.Table{f.cfg.Table}, f.partitions...)
+	for _, o := range f.others {
+		out = append(out, o.cfg.Table)
+		out = append(out, o.partitions...)
+	}
+	return out
 }
 
 // partitionsSQL lists the leaf partitions of $1 when it is partitioned.
@@ -333,10 +364,11 @@ func readPublication(ctx context.Context, conn *pgx.Conn, name string) (Publicat
 }
 
 // extras lists what the publication publishes besides the inserts into
-// table t: other operations, all tables, or other tables. t's own
-// partitions (listed in place of t without publish_via_partition_root)
-// are not other tables: the partitions rule speaks of them.
-func (p PublicationStatus) extras(t schema.Table, partitions []schema.Table) []string {
+// the outbox tables: other operations, all tables, or other tables. The
+// outbox tables' own partitions (listed in place of their table without
+// publish_via_partition_root) are not other tables: the partitions rule
+// speaks of them. ours are the tables and their partitions.
+func (p PublicationStatus) extras(ours []schema.Table) []string {
 	var more []string
 	for _, op := range []struct {
 		on   bool
@@ -348,7 +380,7 @@ func (p PublicationStatus) extras(t schema.Table, partitions []schema.Table) []s
 	}
 	others := 0
 	for _, pt := range p.Tables {
-		if pt != t && !slices.Contains(partitions, pt) {
+		if !slices.Contains(ours, pt) {
 			others++
 		}
 	}

@@ -33,8 +33,8 @@ var (
 	versionRules     = []rule{versionRule, primaryRule, providerRule}
 	settingRules     = []rule{walLevelRule, slotsRule, sendersRule, keepSizeRule, idleTimeoutRule, hazardRule}
 	roleRules        = []rule{replicationRule, replicationURLRule, sessionRule, connectRule}
-	tableRules       = []rule{tableRule, columnsRule}
-	publicationRules = []rule{publicationRule, creatorRule, insertsRule, coversRule, partitionsRule, scopeRule}
+	tableRules       = []rule{forEachTable(tableRule, columnsRule)}
+	publicationRules = []rule{publicationRule, creatorRule, insertsRule, forEachTable(coversRule, partitionsRule), scopeRule}
 	recoveryRules    = []rule{recoveryRule}
 	slotRules        = []rule{slotRule, pluginRule, databaseRule, walStatusRule, invalidatedRule, lagRule}
 	failoverRules    = []rule{failoverRule, syncStandbySlotsRule}
@@ -46,6 +46,26 @@ func serverRules() [][]rule { return [][]rule{versionRules, settingRules, roleRu
 // allRules is the whole list, in order.
 func allRules() [][]rule {
 	return append(serverRules(), publicationRules, recoveryRules, slotRules, failoverRules)
+}
+
+// forEachTable is a rule of the slot's outbox tables: rules judge the
+// first table's facts, then each other table's (facts.others), whose
+// results name their table when there are several.
+func forEachTable(rules ...rule) rule {
+	return func(f *facts) []check.Result {
+		var out []check.Result
+		for _, tf := range append([]*facts{f}, f.others...) {
+			for _, r := range rules {
+				for _, res := range r(tf) {
+					if len(f.others) > 0 {
+						res.Name += " " + tf.cfg.Table.String()
+					}
+					out = append(out, res)
+				}
+			}
+		}
+		return out
+	}
 }
 
 // judge applies the groups of rules to f, in order.
@@ -373,15 +393,19 @@ func scopeRule(f *facts) []check.Result {
 	if f.pubErr != nil || !f.pub.Exists {
 		return nil
 	}
-	p, pub, t := f.pub, f.cfg.Publication, f.cfg.Table
-	more := p.extras(t, f.partitions)
+	p, pub := f.pub, f.cfg.Publication
+	var names, quoted []string
+	for _, tf := range append([]*facts{f}, f.others...) {
+		names, quoted = append(names, tf.cfg.Table.String()), append(quoted, tf.cfg.Table.Quoted())
+	}
+	more := p.extras(f.outboxTables())
 	if len(more) == 0 {
-		return one(check.Pass(name, "inserts into "+t.String()+" only"))
+		return one(check.Pass(name, "inserts into "+strings.Join(names, ", ")+" only"))
 	}
 	fix := fmt.Sprintf("ALTER PUBLICATION %[1]s SET (publish = 'insert'), then ALTER PUBLICATION %[1]s SET TABLE %[2]s.",
-		schema.QuoteIdentifier(pub), t.Quoted())
+		schema.QuoteIdentifier(pub), strings.Join(quoted, ", "))
 	if p.AllTables {
-		fix = "It works as it is; narrowing a FOR ALL TABLES publication takes a new one FOR TABLE " + t.Quoted() +
+		fix = "It works as it is; narrowing a FOR ALL TABLES publication takes a new one FOR TABLE " + strings.Join(quoted, ", ") +
 			" WITH (publish = 'insert', publish_via_partition_root = true) and a new slot, switched to only once the old slot has caught up."
 	}
 	return one(check.Warning(name, fmt.Sprintf("publication %q also publishes %s", pub, strings.Join(more, ", ")), fix))
