@@ -273,7 +273,15 @@ func commentName(name string) string {
 // rows arrive as the table's own, whichever partition holds them (and
 // partitions attached later with them); it changes nothing for a plain
 // table. Names must have been validated.
-func CreatePublicationSQL(c Config) string {
+func CreatePublicationSQL(c Config) string { return CreatePublicationForSQL(c.Publication, c.Table) }
+
+// CreatePublicationForSQL is CreatePublicationSQL for the outbox tables of
+// one slot.
+func CreatePublicationForSQL(publication string, tables ...Table) string {
+	quoted := make([]string, len(tables))
+	for i, t := range tables {
+		quoted[i] = t.Quoted()
+	}
 	return fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert', publish_via_partition_root = true)",
-		QuoteIdentifier(c.Publication), c.Table.Quoted())
+		QuoteIdentifier(publication), strings.Join(quoted, ", "))
 }

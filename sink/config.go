@@ -39,6 +39,10 @@ type Config struct {
 	// empty takes the one above. Defaults to none: every message goes by
 	// the fields above, and only table 0 is known.
 	Tables []TableConfig
+	// tables are Tables with their empty fields filled (at least one):
+	// what the sink routes by, made anew by every withDefaults, so that a
+	// field changed after Defaults() is seen.
+	tables []TableConfig
 	// Linger is how long a partition batch waits to fill once its first
 	// message is queued. A full batch goes at once. Defaults to 5ms. A
 	// message already late when it is published (a backlog draining)
@@ -149,14 +153,13 @@ const (
 func (c Config) withDefaults() Config {
 	setString(&c.TopicTemplate, defaultTopicTemplate)
 	setString(&c.Source, defaultSource)
-	tables := make([]TableConfig, max(1, len(c.Tables)))
-	copy(tables, c.Tables)
-	for i := range tables {
-		setString(&tables[i].TopicTemplate, c.TopicTemplate)
-		setString(&tables[i].Source, c.Source)
-		setString(&tables[i].MessageIDHeader, c.MessageIDHeader)
+	c.tables = make([]TableConfig, max(1, len(c.Tables)))
+	copy(c.tables, c.Tables)
+	for i := range c.tables {
+		setString(&c.tables[i].TopicTemplate, c.TopicTemplate)
+		setString(&c.tables[i].Source, c.Source)
+		setString(&c.tables[i].MessageIDHeader, c.MessageIDHeader)
 	}
-	c.Tables = tables
 	setDuration(&c.Linger, defaultLinger)
 	setInt(&c.BatchMaxMessages, defaultBatchMaxMessages)
 	setInt(&c.BatchMaxBytes, defaultBatchMaxBytes)
@@ -199,9 +202,9 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("broker %q: %w", b, err))
 		}
 	}
-	for i, t := range c.Tables {
+	for i, t := range c.tables {
 		what := "topic template"
-		if len(c.Tables) > 1 {
+		if len(c.tables) > 1 {
 			what = fmt.Sprintf("table %d: topic template", i)
 		}
 		if !strings.Contains(t.TopicTemplate, "{") {

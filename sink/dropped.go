@@ -58,7 +58,7 @@ func (l *dropLog) due(key string, now time.Time) (bool, int) {
 // itself is published: a header the rule drops is the row's mistake, not
 // a reason to hold its aggregate.
 func (s *Sink) buildRecord(m *schema.Message, token uint64) *record {
-	t := s.cfg.Tables[m.Table]
+	t := s.cfg.tables[m.Table]
 	r, dropped := newRecord(m, token, recordHeaders{source: t.Source, idHeader: t.MessageIDHeader}, s.now())
 	for _, d := range dropped {
 		s.m.headersDropped.WithLabelValues(string(d.reason)).Inc()

@@ -254,10 +254,10 @@ func validateTopic(name string) error {
 // fields.
 func (c Config) Topic(m *schema.Message) string {
 	c = c.withDefaults()
-	if m.Table < 0 || m.Table >= len(c.Tables) {
+	if m.Table < 0 || m.Table >= len(c.tables) {
 		return topicFor(c.TopicTemplate, m)
 	}
-	return topicFor(c.Tables[m.Table].TopicTemplate, m)
+	return topicFor(c.tables[m.Table].TopicTemplate, m)
 }
 
 // ValidateTopic checks a topic name as Kafka would: 1 to 249 characters

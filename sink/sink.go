@@ -93,7 +93,7 @@ const maxRoutes = 4096
 
 // topicOf is topicFor with the template's results cached.
 func (s *Sink) topicOf(m *schema.Message) string {
-	tmpl := s.cfg.Tables[m.Table].TopicTemplate
+	tmpl := s.cfg.tables[m.Table].TopicTemplate
 	if m.Topic != "" || !strings.Contains(tmpl, "{") {
 		return topicFor(tmpl, m)
 	}
@@ -202,8 +202,8 @@ func (s *Sink) Publish(ctx context.Context, m *schema.Message, token uint64) err
 	if err := s.stopped(); err != nil {
 		return err
 	}
-	if m.Table < 0 || m.Table >= len(s.cfg.Tables) {
-		return fmt.Errorf("sink: a message of table %d, of a sink configured for %d", m.Table, len(s.cfg.Tables))
+	if m.Table < 0 || m.Table >= len(s.cfg.tables) {
+		return fmt.Errorf("sink: a message of table %d, of a sink configured for %d", m.Table, len(s.cfg.tables))
 	}
 	topic := s.topicOf(m)
 	if m.AggregateID == "" {

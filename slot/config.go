@@ -3,6 +3,7 @@ package slot
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,16 +105,6 @@ func (c *Config) setDefaults() {
 	if c.Columns == (schema.Columns{}) {
 		c.Columns = schema.DefaultColumns()
 	}
-	tables := []OutboxTable{{c.Table, c.Columns, c.AggregateTypeDefault, c.ContentTypeColumn}}
-	if len(c.Tables) > 1 {
-		tables = append(tables, c.Tables[1:]...)
-	}
-	for i := range tables {
-		if tables[i].Columns == (schema.Columns{}) {
-			tables[i].Columns = schema.DefaultColumns()
-		}
-	}
-	c.Tables = tables
 	if c.Recoveries.Name == "" && c.Table.Name != "" {
 		c.Recoveries = schema.Config{Table: c.Table}.RecoveryTable()
 	}
@@ -178,13 +169,26 @@ func (c *Config) decoderConfig() decoder.Config {
 // order (decoder.NewTables), from a Config whose defaults are set; one,
 // of Table, when Tables is empty.
 func (c *Config) DecoderConfigs() []decoder.Config {
-	if len(c.Tables) == 0 {
-		return []decoder.Config{c.decoderConfig()}
-	}
-	out := make([]decoder.Config, len(c.Tables))
-	for i, t := range c.Tables {
+	tables := c.tables()
+	out := make([]decoder.Config, len(tables))
+	for i, t := range tables {
 		one := Config{Table: t.Table, Columns: t.Columns, AggregateTypeDefault: t.AggregateTypeDefault, ContentTypeColumn: t.ContentTypeColumn}
 		out[i] = one.decoderConfig()
+	}
+	return out
+}
+
+// tables are the outbox tables: Tables, or the one of Table and the
+// fields beside it when Tables is empty; the first's columns defaulted.
+func (c *Config) tables() []OutboxTable {
+	if len(c.Tables) == 0 {
+		return []OutboxTable{{c.Table, c.Columns, c.AggregateTypeDefault, c.ContentTypeColumn}}
+	}
+	out := slices.Clone(c.Tables)
+	for i := range out {
+		if out[i].Columns == (schema.Columns{}) {
+			out[i].Columns = schema.DefaultColumns()
+		}
 	}
 	return out
 }
@@ -192,7 +196,7 @@ func (c *Config) DecoderConfigs() []decoder.Config {
 // forTable is c as the table rules see table i: its name and columns in
 // the fields of the one table.
 func (c *Config) forTable(i int) *Config {
-	t := c.Tables[i]
+	t := c.tables()[i]
 	cc := *c
 	cc.Table, cc.Columns, cc.AggregateTypeDefault, cc.ContentTypeColumn = t.Table, t.Columns, t.AggregateTypeDefault, t.ContentTypeColumn
 	return &cc

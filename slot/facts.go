@@ -175,7 +175,7 @@ func readFacts(ctx context.Context, conn *pgx.Conn, cfg *Config) *facts {
 	}
 	readSession(ctx, cfg, &f.conn)
 	f.readTable(ctx, conn)
-	for i := 1; i < len(cfg.Tables); i++ {
+	for i := 1; i < len(cfg.tables()); i++ {
 		o := &facts{cfg: cfg.forTable(i)}
 		o.readTable(ctx, conn)
 		f.others = append(f.others, o)
@@ -254,6 +254,15 @@ func (f *facts) err() error {
 		}
 	}
 	return nil
+}
+
+// tableNames are the slot's outbox tables, in order.
+func (f *facts) tableNames() []schema.Table {
+	out := []schema.Table{f.cfg.Table}
+	for _, o := range f.others {
+		out = append(out, o.cfg.Table)
+	}
+	return out
 }
 
 // outboxTables are every outbox table of the slot with its partitions: what

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -236,8 +237,7 @@ func preparedOn(ctx context.Context, conn *pgx.Conn, cfg *Config, log *zap.Logge
 func ensurePublication(ctx context.Context, conn *pgx.Conn, f *facts, log *zap.Logger) error {
 	cfg := f.cfg
 	if !f.pub.Exists {
-		sc := schema.Config{Table: cfg.Table, Publication: cfg.Publication}
-		_, err := conn.Exec(ctx, schema.CreatePublicationSQL(sc))
+		_, err := conn.Exec(ctx, schema.CreatePublicationForSQL(cfg.Publication, f.tableNames()...))
 		if isInsufficientPrivilege(err) {
 			if verdict := firstFailure(creatorRule(f)); verdict != nil {
 				return verdict
@@ -251,7 +251,46 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, f *facts, log *zap.L
 			return f.pubErr
 		}
 	}
+	if err := extendPublication(ctx, conn, f, log); err != nil {
+		return err
+	}
 	return firstFailure(judge(f, publicationRules))
+}
+
+// extendPublication adds to the publication the outbox tables of a slot of
+// several that it lacks: adding a table to the config file's list and
+// running `walrelay init` relays it from then on. When the role may not
+// (ALTER PUBLICATION takes owning the publication and the table), the
+// error says what the owner must run. A slot of one table is left to the
+// rules: a publication of other tables is the user's, not walrelay's to
+// change.
+func extendPublication(ctx context.Context, conn *pgx.Conn, f *facts, log *zap.Logger) error {
+	if len(f.others) == 0 || f.pubErr != nil || !f.pub.Exists || f.pub.AllTables {
+		return nil
+	}
+	pub := f.cfg.Publication
+	added := false
+	for _, tf := range append([]*facts{f}, f.others...) {
+		t := tf.cfg.Table
+		if f.pub.Covers(t) || !tf.tableExists || slices.ContainsFunc(f.pub.Tables, func(pt schema.Table) bool { return slices.Contains(tf.partitions, pt) }) {
+			continue
+		}
+		q := fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", schema.QuoteIdentifier(pub), t.Quoted())
+		if _, err := conn.Exec(ctx, q); err != nil {
+			if isInsufficientPrivilege(err) {
+				return fmt.Errorf("publication %q does not include table %s, and role %s may not add it (ALTER PUBLICATION takes owning the publication and the table): have their owner run %s; then run `walrelay init` again",
+					pub, t, f.server.user, q)
+			}
+			return fmt.Errorf("add table %s to publication %q: %w", t, pub, err)
+		}
+		log.Info("added the table to the publication", zap.String("publication", pub), zap.Stringer("table", t))
+		added = true
+	}
+	if added {
+		f.readPublication(ctx, conn)
+		return f.pubErr
+	}
+	return nil
 }
 
 // ensureSlot creates the missing slot, then judges it; a slot it created

@@ -75,7 +75,9 @@ func TestConfigFileRefusals(t *testing.T) {
 		{"bad value", "run", "heartbeat-interval: often\n", `walrelay.yaml:1: heartbeat-interval: "often" is not a duration`},
 		{"command line only", "prune", "retention: 24h\ndry-run: true\n", "walrelay.yaml:1: retention is given on the command line only (--retention)"},
 		{"config in the file", "run", "config: other.yaml\n", "walrelay.yaml:1: config is given on the command line only"},
-		{"two tables", "run", "tables:\n  - table: a\n  - table: b\n", "walrelay.yaml:3: 2 tables: one walrelay relays one outbox table for now"},
+		{"a table twice", "run", "tables:\n  - table: a\n  - table: public.a\n", "walrelay.yaml:3: table public.a is listed twice (first on line 2)"},
+		{"recover of several tables", "recover", "tables:\n  - table: a\n  - table: b\n", "walrelay.yaml lists 2 tables of one slot: walrelay recover does not recover a slot of several tables yet"},
+		{"a verb of one table without --table", "status", "tables:\n  - table: a\n  - table: b\n", "walrelay.yaml lists 2 tables: name the one walrelay status acts on with --table (one of a, b)"},
 		{"table setting beside tables", "run", "topic-template: x.{type}\ntables:\n  - table: a\n", "walrelay.yaml:1: topic-template is a table's setting"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,8 +113,51 @@ func TestReadmeConfigFile(t *testing.T) {
 		t.Fatalf("README: no config file block")
 	}
 	o, _, err := parseOptions("run", []string{"--config", writeConfig(t, block)}, nil, nil)
-	if err != nil || o.Table != "billing.outboxevent" || o.Preset != "debezium" || o.KafkaBrokers != "kafka-1:9092,kafka-2:9092,kafka-3:9092" ||
+	if err != nil || o.Table != "public.outbox_messages" || len(o.MoreTables) != 1 || o.KafkaBrokers != "kafka-1:9092,kafka-2:9092,kafka-3:9092" ||
 		o.Postgres.PasswordFile != "/run/secrets/walrelay-password" {
-		t.Errorf("README's file: table %q, preset %q, brokers %q, password file %q, %v; want what it sets", o.Table, o.Preset, o.KafkaBrokers, o.Postgres.PasswordFile, err)
+		t.Fatalf("README's file: table %q, %d more, brokers %q, password file %q, %v; want what it sets", o.Table, len(o.MoreTables), o.KafkaBrokers, o.Postgres.PasswordFile, err)
+	}
+	if m := o.MoreTables[0]; m.Table != "billing.outboxevent" || m.Preset != "debezium" || m.Sink.TopicTemplate != "billing.{aggregate_type}" {
+		t.Errorf("README's second table: %q, preset %q, template %q; want billing.outboxevent by the debezium preset, its own template", m.Table, m.Preset, m.Sink.TopicTemplate)
+	}
+}
+
+// With a tables: list, run, check and init take every table, each parsed
+// from its own entry; a verb of one table takes the one --table names;
+// a table-level flag or variable, which would say nothing of which table,
+// is refused.
+func TestConfigFileSeveralTables(t *testing.T) {
+	p := writeConfig(t, `slot: shared
+tables:
+  - table: public.outbox_messages
+    topic-template: own.{aggregate_type}
+  - table: billing.outboxevent
+    preset: debezium
+`)
+	o, _, err := parseOptions("run", []string{"--config", p}, nil, nil)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if o.Table != "public.outbox_messages" || o.Sink.TopicTemplate != "own.{aggregate_type}" || len(o.MoreTables) != 1 {
+		t.Fatalf("run: table %q, template %q, %d more; want the first table and one more", o.Table, o.Sink.TopicTemplate, len(o.MoreTables))
+	}
+	if m := o.MoreTables[0]; m.Table != "billing.outboxevent" || m.Columns.MessageID != "id" || m.Slot.Slot != "shared" || m.Sink.TopicTemplate != "outbox.event.{aggregate_type}" {
+		t.Errorf("run's second table: table %q, id column %q, slot %q, template %q; want its entry, the preset applied, the shared slot",
+			m.Table, m.Columns.MessageID, m.Slot.Slot, m.Sink.TopicTemplate)
+	}
+	o, _, err = parseOptions("status", []string{"--config", p, "--table", "billing.outboxevent"}, nil, nil)
+	if err != nil || o.Table != "billing.outboxevent" || len(o.MoreTables) != 0 {
+		t.Errorf("status --table billing.outboxevent: table %q, %d more, %v; want that table alone", o.Table, len(o.MoreTables), err)
+	}
+	if _, _, err := parseOptions("status", []string{"--config", p, "--table", "other"}, nil, nil); err == nil || !strings.Contains(err.Error(), "--table other is none of the tables") {
+		t.Errorf("status --table other: %v; want it refused", err)
+	}
+	if _, _, err := parseOptions("run", []string{"--config", p, "--topic-template", "x.{type}"}, nil, nil); err == nil ||
+		!strings.Contains(err.Error(), "--topic-template: "+p+" lists 2 tables: set a table's topic-template in its entry there") {
+		t.Errorf("run --topic-template: %v; want it refused", err)
+	}
+	t.Setenv("WALRELAY_TABLE", "public.outbox_messages")
+	if _, _, err := parseOptions("check", []string{"--config", p}, nil, nil); err == nil || !strings.Contains(err.Error(), "WALRELAY_TABLE is set") {
+		t.Errorf("check with WALRELAY_TABLE: %v; want it refused", err)
 	}
 }

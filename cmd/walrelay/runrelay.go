@@ -20,6 +20,7 @@ import (
 	"github.com/walrelay/walrelay/internal/memlimit"
 	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/topics"
+	"github.com/walrelay/walrelay/schema"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
 )
@@ -70,7 +71,7 @@ type process struct {
 	relay   *relay.Relay
 	monitor *slot.Monitor
 	pool    *pgxpool.Pool // the dead-letter table's connections; the caller closes it
-	store   *dlq.Store
+	store   deadLetters
 	topics  *topics.Store // the partition count each topic is routed by
 	sinkCfg sink.Config
 }
@@ -89,7 +90,7 @@ func buildProcess(c config, log *zap.Logger) (*process, error) {
 	if p.pool, err = slot.OpenPool(c.Slot, 4); err != nil {
 		return nil, err
 	}
-	if p.store, err = dlq.New(p.pool, c.Schema.DeadLetterTable()); err != nil {
+	if p.store, err = newDeadLetters(p.pool, c); err != nil {
 		p.pool.Close()
 		return nil, err
 	}
@@ -152,11 +153,11 @@ func (p *process) run(ctx context.Context, ln net.Listener) error {
 // buildRelay wires a relay whose sessions each get a new stream, decoder
 // and sink (relay.Sessions); the metrics are made once and shared by the
 // sessions. Under --on-bad-message park, the sink parks into store.
-func buildRelay(c config, sinkCfg sink.Config, log *zap.Logger, reg prometheus.Registerer, store *dlq.Store) (*relay.Relay, error) {
+func buildRelay(c config, sinkCfg sink.Config, log *zap.Logger, reg prometheus.Registerer, store deadLetters) (*relay.Relay, error) {
 	if c.Park {
 		sinkCfg.Park = store.Park
 	}
-	sessions := relay.Sessions{Slot: c.Slot, Decoder: c.Decoder, Sink: sinkCfg, Blockers: store.Blockers, NewPublisher: newPublisher}
+	sessions := relay.Sessions{Slot: c.Slot, Decoders: c.decoders(), Sink: sinkCfg, Blockers: store.Blockers, NewPublisher: newPublisher}
 	factory, err := sessions.Factory(log, reg)
 	if err != nil {
 		return nil, err
@@ -168,7 +169,7 @@ func buildRelay(c config, sinkCfg sink.Config, log *zap.Logger, reg prometheus.R
 
 // preflight fails fast, before any waiting for leadership, on what no
 // retry can mend: PostgreSQL unreachable or not set up, Kafka unreachable.
-func preflight(ctx context.Context, c config, log *zap.Logger, sinkCfg sink.Config, store *dlq.Store, layouts *topics.Store) error {
+func preflight(ctx context.Context, c config, log *zap.Logger, sinkCfg sink.Config, store deadLetters, layouts *topics.Store) error {
 	checkCtx, cancel := context.WithTimeout(ctx, startCheckTimeout)
 	defer cancel()
 	if _, err := slot.Preflight(checkCtx, c.Slot, log); err != nil {
@@ -184,4 +185,61 @@ func preflight(ctx context.Context, c config, log *zap.Logger, sinkCfg sink.Conf
 		return nil // no broker needed: see discard.go
 	}
 	return sink.Ping(checkCtx, sinkCfg)
+}
+
+// deadLetters are the dead-letter stores of the outbox tables, in the
+// order of Message.Table: each table parks into its own dead-letter table
+// (DECISIONS 46), so that `walrelay dlq --table` and an existing table's
+// dead letters stay where they were.
+type deadLetters []*dlq.Store
+
+// newDeadLetters opens the store of each of c's outbox tables on db.
+func newDeadLetters(db dlq.DB, c config) (deadLetters, error) {
+	tables := []schema.Config{c.Schema}
+	for _, tc := range c.More {
+		tables = append(tables, tc.Schema)
+	}
+	var out deadLetters
+	for _, sc := range tables {
+		s, err := dlq.New(db, sc.DeadLetterTable())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Park parks dl into its table's dead-letter table.
+func (d deadLetters) Park(ctx context.Context, dl schema.DeadLetter) (bool, error) {
+	if dl.Table < 0 || dl.Table >= len(d) {
+		return false, fmt.Errorf("park %s: a row of table %d, of %d", dl.Position, dl.Table, len(d))
+	}
+	return d[dl.Table].Park(ctx, dl)
+}
+
+// Blockers are every table's blocked aggregates, each with its table.
+func (d deadLetters) Blockers(ctx context.Context) ([]schema.Blocker, error) {
+	var out []schema.Blocker
+	for i, s := range d {
+		bs, err := s.Blockers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bs {
+			b.Table = i
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+// Ready fails unless every dead-letter table is there.
+func (d deadLetters) Ready(ctx context.Context) error {
+	for _, s := range d {
+		if err := s.Ready(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -49,6 +49,10 @@ type options struct {
 	// parsed (preset.go); resolve keeps its name for check.
 	Preset     string
 	ConfigFile string // --config: read before the flags are parsed (configfile.go)
+	// MoreTables are the options of the config file's further tables,
+	// each parsed as this one from its own entry: only their table-level
+	// fields (tableKey) differ from these.
+	MoreTables []options
 	// Existing is `walrelay schema --existing`: the DDL beside an outbox
 	// table that exists already.
 	Existing     bool
@@ -286,16 +290,34 @@ func parseOptions(verb string, args []string, stdout, stderr io.Writer) (options
 	o := defaultOptions()
 	s := newFlagSet("walrelay " + verb)
 	bindVerb(verb, s, &o)
+	var cf *configFile
 	if path := configPath(args); path != "" {
-		if err := readConfigFile(verb, path, s); err != nil {
+		var err error
+		if cf, err = readConfigFile(verb, path, args); err != nil {
 			return o, s, asConfigError(err)
 		}
+		s.SetFile(cf.source(0))
 	}
 	err := s.Parse(args, lookupEnv, stdout, stderr)
 	if errors.Is(err, errHelp) {
 		return o, s, err
 	}
-	return o, s, asConfigError(err) // a bad variable or file value is a settings error too
+	if err != nil {
+		return o, s, asConfigError(err) // a bad variable or file value is a settings error too
+	}
+	// The file's further tables: each parsed as the first, from its own
+	// entry (readConfigFile refused table-level flags and variables).
+	for i := 1; cf != nil && i < len(cf.tables); i++ {
+		more := defaultOptions()
+		ms := newFlagSet("walrelay " + verb)
+		bindVerb(verb, ms, &more)
+		ms.SetFile(cf.source(i))
+		if err := ms.Parse(args, lookupEnv, io.Discard, io.Discard); err != nil {
+			return o, s, asConfigError(err)
+		}
+		o.MoreTables = append(o.MoreTables, more)
+	}
+	return o, s, nil
 }
 
 // streamFlags are what the verbs that read the outbox from the slot and
@@ -475,7 +497,11 @@ type config struct {
 	Preset string
 	// Existing is `walrelay schema --existing`.
 	Existing bool
-	Schema   schema.Config
+	// More are the config file's further outbox tables, after Schema's
+	// and Decoder's (which are the first's); Slot.Tables and Sink.Tables
+	// list them all.
+	More   []tableConfig
+	Schema schema.Config
 	// Decoder is how rows are read: the table, its columns, the aggregate
 	// type default, --content-type and --null-payload (the verbs with the
 	// column flags).
@@ -506,13 +532,18 @@ func (o options) resolve(s *flagSet) (config, error) {
 	if c.Schema, err = o.schemaConfig(); err != nil {
 		return config{}, err
 	}
-	c.Decoder = decoder.Config{Table: c.Schema.Table, Columns: c.Schema.Columns, AggregateTypeDefault: o.AggregateTypeDefault,
-		ContentType: o.ContentType, NullPayload: decoder.NullPayload(o.NullPayload), SpanContextColumn: o.SpanContextColumn,
-		ContentTypeColumn: o.ContentTypeColumn}
+	c.Decoder = o.decoderConfig(c.Schema)
 	if s.Has("aggregate-type-default") || s.Has("null-payload") {
 		if err := c.Decoder.Validate(); err != nil {
 			return config{}, flagged(err)
 		}
+	}
+	for i, more := range o.MoreTables {
+		tc, err := more.tableConfig(s)
+		if err != nil {
+			return config{}, fmt.Errorf("table %d of the config file (%s): %w", i+2, more.Table, err)
+		}
+		c.More = append(c.More, tc)
 	}
 	if s.Has("on-bad-message") {
 		if o.OnBadMessage != "park" && o.OnBadMessage != "halt" {
@@ -535,6 +566,12 @@ func (o options) resolve(s *flagSet) (config, error) {
 		c.Slot.Recoveries = c.Schema.RecoveryTable() // beside the dead-letter table, wherever that is
 		c.Slot.Columns, c.Slot.AggregateTypeDefault = c.Decoder.Columns, c.Decoder.AggregateTypeDefault
 		c.Slot.ContentTypeColumn = c.Decoder.ContentTypeColumn
+		if len(c.More) > 0 {
+			c.Slot.Tables = []slot.OutboxTable{outboxTable(c.Decoder)}
+			for _, tc := range c.More {
+				c.Slot.Tables = append(c.Slot.Tables, outboxTable(tc.Decoder))
+			}
+		}
 		if err := schema.ValidateSlotName(c.Slot.Slot); err != nil {
 			return config{}, err
 		}
@@ -546,6 +583,12 @@ func (o options) resolve(s *flagSet) (config, error) {
 	if s.Has("kafka-brokers") {
 		if c.Sink, err = o.sinkConfig(); err != nil {
 			return config{}, err
+		}
+		if len(c.More) > 0 {
+			c.Sink.Tables = []sink.TableConfig{o.sinkTable()}
+			for _, tc := range c.More {
+				c.Sink.Tables = append(c.Sink.Tables, tc.Sink)
+			}
 		}
 	}
 	c.Relay = o.Relay
@@ -609,6 +652,59 @@ func (o options) schemaConfig() (schema.Config, error) {
 		}
 	}
 	return c, c.Validate()
+}
+
+// tableConfig is one outbox table of several, as its options say.
+type tableConfig struct {
+	Schema  schema.Config
+	Decoder decoder.Config
+	Sink    sink.TableConfig
+}
+
+// tableConfig resolves the table-level options of a further table of the
+// config file, for the verb s parsed.
+func (o options) tableConfig(s *flagSet) (tableConfig, error) {
+	sc, err := o.schemaConfig()
+	if err != nil {
+		return tableConfig{}, err
+	}
+	tc := tableConfig{Schema: sc, Decoder: o.decoderConfig(sc), Sink: o.sinkTable()}
+	if err := tc.Decoder.Validate(); err != nil {
+		return tableConfig{}, flagged(err)
+	}
+	if s.Has("message-id-header") {
+		if err := sink.ValidateMessageIDHeader(tc.Sink.MessageIDHeader); err != nil {
+			return tableConfig{}, flagged(err)
+		}
+	}
+	return tc, nil
+}
+
+// decoderConfig is how the rows of sc's table are read.
+func (o options) decoderConfig(sc schema.Config) decoder.Config {
+	return decoder.Config{Table: sc.Table, Columns: sc.Columns, AggregateTypeDefault: o.AggregateTypeDefault,
+		ContentType: o.ContentType, NullPayload: decoder.NullPayload(o.NullPayload), SpanContextColumn: o.SpanContextColumn,
+		ContentTypeColumn: o.ContentTypeColumn}
+}
+
+// sinkTable is the table's own part of the sink's configuration.
+func (o options) sinkTable() sink.TableConfig {
+	return sink.TableConfig{TopicTemplate: o.Sink.TopicTemplate, Source: o.Sink.Source, MessageIDHeader: o.Sink.MessageIDHeader}
+}
+
+// outboxTable is the slot's view of a table the decoder reads by dc.
+func outboxTable(dc decoder.Config) slot.OutboxTable {
+	return slot.OutboxTable{Table: dc.Table, Columns: dc.Columns, AggregateTypeDefault: dc.AggregateTypeDefault, ContentTypeColumn: dc.ContentTypeColumn}
+}
+
+// decoders are the decoder configurations of every outbox table, in
+// order: Message.Table indexes them.
+func (c config) decoders() []decoder.Config {
+	out := []decoder.Config{c.Decoder}
+	for _, tc := range c.More {
+		out = append(out, tc.Decoder)
+	}
+	return out
 }
 
 // sinkConfig is the Kafka side as the flags set it, TLS and SASL included.

@@ -107,8 +107,17 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "publication %q covers %s; slot %q is ready at %s (wal_status %s); dead-letter table %s, recoveries table %s and topics table %s are ready\n",
-		cfg.Publication, cfg.Table, cfg.Slot, info.ConfirmedFlush, info.WALStatus, c.Schema.DeadLetterTable(), c.Schema.RecoveryTable(), c.Schema.TopicsTable())
+	tables, dls := cfg.Table.String(), c.Schema.DeadLetterTable().String()
+	for _, tc := range c.More {
+		tables += ", " + tc.Schema.Table.String()
+		dls += ", " + tc.Schema.DeadLetterTable().String()
+	}
+	what := "dead-letter table"
+	if len(c.More) > 0 {
+		what = "dead-letter tables"
+	}
+	fmt.Fprintf(stdout, "publication %q covers %s; slot %q is ready at %s (wal_status %s); %s %s, recoveries table %s and topics table %s are ready\n",
+		cfg.Publication, tables, cfg.Slot, info.ConfirmedFlush, info.WALStatus, what, dls, c.Schema.RecoveryTable(), c.Schema.TopicsTable())
 	return nil
 }
 
@@ -117,6 +126,13 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func ensureTables(ctx context.Context, conn *pgx.Conn, c config) error {
 	if err := slot.EnsureDeadLetterTable(ctx, conn, c.Schema); err != nil {
 		return err
+	}
+	// Each further table of the config file parks into its own; the
+	// recoveries and topics tables are the slot's, the first table's.
+	for _, tc := range c.More {
+		if err := slot.EnsureDeadLetterTable(ctx, conn, tc.Schema); err != nil {
+			return err
+		}
 	}
 	if err := slot.EnsureRecoveryTable(ctx, conn, c.Schema); err != nil {
 		return err

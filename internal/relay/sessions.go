@@ -20,8 +20,9 @@ type Sessions struct {
 	// only as the leader, so whoever else holds the slot is a stale leader,
 	// whose hold is ended rather than waited out (wal_sender_timeout).
 	Slot slot.Config
-	// Decoder configures the decoder.
-	Decoder decoder.Config
+	// Decoders configure the decoder: one per outbox table, in the order
+	// of Message.Table (decoder.NewTables).
+	Decoders []decoder.Config
 	// Sink configures the publisher; Blocked is set per session, from
 	// Blockers. Under the park policy its Park stores into the dead-letter
 	// table (messages the sink cannot publish and rows the decoder could not
@@ -41,7 +42,7 @@ type Sessions struct {
 // configuration that no session could use; the stream's metrics are
 // registered with reg once and shared by the sessions.
 func (s Sessions) Factory(log *zap.Logger, reg prometheus.Registerer) (Factory, error) {
-	if _, err := decoder.New(s.Decoder); err != nil {
+	if _, err := decoder.NewTables(s.Decoders...); err != nil {
 		return nil, err
 	}
 	sc := s.Slot
@@ -56,7 +57,7 @@ func (s Sessions) Factory(log *zap.Logger, reg prometheus.Registerer) (Factory, 
 		if err != nil {
 			return Parts{}, err
 		}
-		dec, err := decoder.New(s.Decoder)
+		dec, err := decoder.NewTables(s.Decoders...)
 		if err != nil {
 			return Parts{}, err
 		}

@@ -20,8 +20,8 @@ func testSessions() Sessions {
 	return Sessions{
 		Slot: slot.Config{ConnString: "postgres://127.0.0.1:1/x", Slot: "walrelay", Publication: "walrelay_outbox",
 			Table: table, Columns: schema.DefaultColumns()},
-		Decoder: decoder.Config{Table: table, Columns: schema.DefaultColumns()},
-		Sink:    sink.Config{TopicTemplate: "outbox.{aggregate_type}"},
+		Decoders: []decoder.Config{{Table: table, Columns: schema.DefaultColumns()}},
+		Sink:     sink.Config{TopicTemplate: "outbox.{aggregate_type}"},
 	}
 }
 
@@ -71,7 +71,7 @@ func TestSessionsFactory(t *testing.T) {
 // session; a decoder configuration no session could use fails at once.
 func TestSessionsFactoryFailures(t *testing.T) {
 	s := testSessions()
-	s.Decoder.Columns.Payload = ""
+	s.Decoders[0].Columns.Payload = ""
 	if _, err := s.Factory(zaptest.NewLogger(t), nil); err == nil {
 		t.Errorf("Factory with no payload column: got no error; want the decoder's")
 	}

@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/internal/testkit"
+	"github.com/walrelay/walrelay/test/harness"
+)
+
+// multiTable is one outbox table of TestSeveralTablesThroughOneSlot: how a
+// writer inserts a row into it and where its records go.
+type multiTable struct {
+	name   string // as --table takes it
+	topic  string // the topic of its rows (one aggregate type per table)
+	insert string // INSERT of ($1 id, $2 aggregate id, $3 payload)
+}
+
+// Three outbox tables of different shapes (walrelay's own, EF Core's,
+// Debezium's) in two schemas, through one config file, one slot and one
+// publication: writers commit rows into one table or several in one
+// transaction, interleaved, while the relay is killed (-9) and restarted.
+// Every row arrives on its table's topic with its table's headers, each
+// (table, aggregate) in commit order, and walrelay made one slot.
+func TestSeveralTablesThroughOneSlot(t *testing.T) {
+	t.Parallel()
+	f := harness.New(t, "order")
+	ctx := context.Background()
+	billing := "billing_" + f.ID
+	t.Cleanup(func() { f.DB.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+billing+`" CASCADE`) }) //nolint:errcheck // best effort
+	ownerExec(t, f, fmt.Sprintf(`CREATE SCHEMA "%[1]s";
+		CREATE TABLE "%[1]s"."OutboxMessages" ("Id" uuid PRIMARY KEY, "AggregateId" text NOT NULL, "Type" text NOT NULL,
+			"Payload" text NOT NULL, "OccurredAtUtc" timestamptz NOT NULL DEFAULT now());
+		CREATE TABLE "%[1]s".outboxevent (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL, aggregateid varchar(255) NOT NULL,
+			type varchar(255) NOT NULL, payload jsonb, timestamp timestamptz NOT NULL DEFAULT now(), tracingspancontext varchar(256))`, billing))
+	tables := []multiTable{
+		{name: "public." + f.Table, topic: f.Topic("order"),
+			insert: `INSERT INTO "` + f.Table + `" (message_id, aggregate_type, aggregate_id, type, payload) VALUES ($1, 'order', $2, 'order.placed.v1', $3::jsonb)`},
+		{name: billing + ".OutboxMessages", topic: f.TopicPrefix + ".billing.invoice",
+			insert: `INSERT INTO "` + billing + `"."OutboxMessages" ("Id", "AggregateId", "Type", "Payload") VALUES ($1, $2, 'invoice.issued.v1', $3)`},
+		{name: billing + ".outboxevent", topic: f.TopicPrefix + ".dbz.customer",
+			insert: `INSERT INTO "` + billing + `".outboxevent (id, aggregatetype, aggregateid, type, payload) VALUES ($1, 'customer', $2, 'customer.created.v1', $3::jsonb)`},
+	}
+	f.CreateTopics(tables[1].topic, tables[2].topic)
+	config := filepath.Join(t.TempDir(), "walrelay.yaml")
+	err := os.WriteFile(config, []byte(fmt.Sprintf(`# three tables, one slot
+postgres-url: %s
+kafka-brokers: %s
+slot: %s
+publication: %s
+status-interval: 1s
+tables:
+  - table: %s
+    topic-template: %s.{aggregate_type}
+  - table: %s
+    column-message-id: Id
+    column-aggregate-id: AggregateId
+    column-type: Type
+    column-payload: Payload
+    column-occurred-at: OccurredAtUtc
+    aggregate-type-default: invoice
+    content-type: application/json
+    topic-template: %s.billing.{aggregate_type}
+    ce-source: billing
+  - table: %s
+    preset: debezium
+    topic-template: %s.dbz.{aggregate_type}
+`, f.PGURL, f.Brokers, f.Slot, f.Publication, tables[0].name, f.TopicPrefix, tables[1].name, f.TopicPrefix, tables[2].name, f.TopicPrefix)), 0o600)
+	testkit.Must(t, err, "write the config file")
+	// The file says it all: none of the fixture's variables.
+	f.Unsetenv("WALRELAY_POSTGRES_URL", "WALRELAY_KAFKA_BROKERS", "WALRELAY_TABLE", "WALRELAY_PUBLICATION", "WALRELAY_SLOT", "WALRELAY_TOPIC_TEMPLATE")
+
+	// init adds the two new tables to the fixture's publication, and
+	// makes their dead-letter tables; check then passes.
+	out := f.WalrelayOK("init", "--config", config)
+	if !strings.Contains(out, "covers public."+f.Table+", "+billing+".OutboxMessages, "+billing+".outboxevent") {
+		t.Errorf("init said %q; want the publication covering the three tables", out)
+	}
+	stdout, stderr, code := f.Walrelay("check", "--config", config, "--json")
+	report := parseCheck(t, stdout)
+	if code != 0 || report.Fail != 0 {
+		t.Fatalf("check: exit %d, %d failed\n%s%s", code, report.Fail, stdout, stderr)
+	}
+	for _, tb := range tables {
+		for _, name := range []string{"outbox table ", "table columns ", "publication table "} {
+			if s := report.status(name + tb.name); s != "ok" {
+				t.Errorf("check: %s%s: %q; want ok", name, tb.name, s)
+			}
+		}
+	}
+
+	// Writers: each transaction writes one to three rows, into one table
+	// or several; each (table, aggregate) counts its rows in its payloads.
+	type key struct{ table, agg string }
+	var mu sync.Mutex
+	next := map[key]int{}
+	want := map[string]key{} // message id -> its (table, aggregate)
+	write := func(ctx context.Context, w int) error {
+		rng := rand.New(rand.NewPCG(uint64(w), 7))
+		for ctx.Err() == nil {
+			err := pgx.BeginFunc(ctx, f.DB, func(tx pgx.Tx) error {
+				for range 1 + rng.IntN(3) {
+					ti := rng.IntN(len(tables))
+					k := key{tables[ti].name, fmt.Sprintf("w%d-a%d", w, rng.IntN(4))}
+					mu.Lock()
+					next[k]++
+					n := next[k]
+					mu.Unlock()
+					id := harness.NewUUID()
+					if _, err := tx.Exec(ctx, tables[ti].insert, id, k.agg, fmt.Sprintf(`{"n": %d}`, n)); err != nil {
+						return err
+					}
+					mu.Lock()
+					want[id] = k
+					mu.Unlock()
+				}
+				return nil
+			})
+			if err != nil {
+				// A transaction cut by the end of the load is not counted:
+				// its rows were never committed.
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		return nil
+	}
+	// Rows rolled back by the cut are in want but not committed: read the
+	// committed ids back from the tables at the end instead.
+	load, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for w := range 3 {
+		wg.Go(func() { errs <- write(load, w) })
+	}
+	r := f.Run("--config", config)
+	for kill := range 3 {
+		time.Sleep(time.Duration(700+300*kill) * time.Millisecond)
+		r.Kill()
+		r = f.Run("--config", config)
+	}
+	time.Sleep(time.Second)
+	stopLoad()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		testkit.Must(t, err, "write")
+	}
+	f.WaitConfirmed(r, f.CurrentLSN(), 2*time.Minute)
+	r.Running()
+
+	committed := map[string]bool{}
+	for _, q := range []string{
+		`SELECT message_id::text FROM "` + f.Table + `"`,
+		`SELECT "Id"::text FROM "` + billing + `"."OutboxMessages"`,
+		`SELECT id::text FROM "` + billing + `".outboxevent`,
+	} {
+		rows, err := f.DB.Query(ctx, q)
+		testkit.Must(t, err, "read ids")
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		testkit.Must(t, err, "read ids")
+		for _, id := range ids {
+			committed[id] = true
+		}
+	}
+	// Every committed row arrived on its table's topic, with its table's
+	// headers, each (table, aggregate) in order; duplicates only after a
+	// kill, never out of order.
+	seen := map[string]bool{}
+	duplicates, records := 0, 0
+	for ti, tb := range tables {
+		last := map[string]int{}
+		for _, rec := range f.ReadTopic(tb.topic) {
+			records++
+			id := rec.Headers["ce_id"]
+			k, ok := want[id]
+			if !ok || k.table != tb.name || !committed[id] {
+				t.Errorf("record %s on %s: of %+v (committed %v); want a committed row of %s", id, tb.topic, k, committed[id], tb.name)
+				continue
+			}
+			var p struct{ N int }
+			testkit.Must(t, json.Unmarshal([]byte(*rec.Payload), &p), "payload of %s", id)
+			switch {
+			case seen[id]:
+				duplicates++
+			case p.N != last[k.agg]+1:
+				t.Errorf("%s aggregate %s: record n=%d after n=%d; want n=%d (commit order)", tb.name, k.agg, p.N, last[k.agg], last[k.agg]+1)
+			}
+			seen[id] = true
+			last[k.agg] = max(last[k.agg], p.N)
+			if src := rec.Headers["ce_source"]; (ti == 1) != (src == "billing") {
+				t.Errorf("record %s of %s: ce_source %q; want billing only for the EF Core table's", id, tb.name, src)
+			}
+			if _, dbz := rec.Headers["id"]; (ti == 2) != dbz {
+				t.Errorf("record %s of %s: id header present %v; want it on the Debezium table's only", id, tb.name, dbz)
+			}
+		}
+	}
+	lost := 0
+	for id := range committed {
+		if !seen[id] {
+			lost++
+		}
+	}
+	t.Logf("three tables, one slot, 3 kills: committed %d rows, records %d, lost %d, duplicates %d", len(committed), records, lost, duplicates)
+	if lost != 0 || len(committed) < 100 {
+		t.Errorf("lost %d of %d committed rows; want none lost of at least 100", lost, len(committed))
+	}
+	var slots int
+	testkit.Must(t, f.DB.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE $1`, "%"+f.ID+"%").Scan(&slots), "count slots")
+	if slots != 1 {
+		t.Errorf("slots of this test: %d; want one", slots)
+	}
+	if code := r.Stop(); code != 0 {
+		t.Errorf("exit code after SIGTERM = %d; want 0", code)
+	}
+}
