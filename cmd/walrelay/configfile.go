@@ -45,7 +45,7 @@ func configPath(args []string) string {
 
 // multiTableVerbs relay, set up or judge every table of a config file's
 // tables: list at once; the other verbs act on one, which --table names.
-var multiTableVerbs = map[string]bool{"run": true, "check": true, "init": true}
+var multiTableVerbs = map[string]bool{"run": true, "check": true, "init": true, "status": true}
 
 // configFile is a config file read and judged for a verb: the entries of
 // the tables it acts on (one for the verbs of one table), in the file's
@@ -57,7 +57,8 @@ type configFile struct {
 
 // readConfigFile reads and judges the file at path for verb, with the
 // command line args: with a tables: list of several, a verb of one table
-// needs --table naming one of them, and run, check and init take no
+// needs --table naming one of them, and run, check, init and status (of
+// the slot, whose recoveries table is the first table's) take no
 // table-level setting from a flag or a variable (each table's are in its
 // entry).
 func readConfigFile(verb, path string, args []string) (*configFile, error) {
@@ -149,6 +150,16 @@ func (cf *configFile) source(i int) flagset.Source {
 		v, ok := e.Get(name)
 		return v.Text, fmt.Sprintf("%s:%d", cf.f.Path, v.Line), ok
 	}
+}
+
+// entry is where table i's entry stands ("walrelay.yaml:12"); "" without
+// a tables: list.
+func (cf *configFile) entry(i int) string {
+	if i >= len(cf.tables) {
+		return ""
+	}
+	v, _ := cf.tables[i].Get("table")
+	return fmt.Sprintf("%s:%d", cf.f.Path, v.Line)
 }
 
 // sameTable reports whether two --table values name the same table.

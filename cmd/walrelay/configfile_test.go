@@ -77,7 +77,7 @@ func TestConfigFileRefusals(t *testing.T) {
 		{"config in the file", "run", "config: other.yaml\n", "walrelay.yaml:1: config is given on the command line only"},
 		{"a table twice", "run", "tables:\n  - table: a\n  - table: public.a\n", "walrelay.yaml:3: table public.a is listed twice (first on line 2)"},
 		{"recover of several tables", "recover", "tables:\n  - table: a\n  - table: b\n", "walrelay.yaml lists 2 tables of one slot: walrelay recover does not recover a slot of several tables yet"},
-		{"a verb of one table without --table", "status", "tables:\n  - table: a\n  - table: b\n", "walrelay.yaml lists 2 tables: name the one walrelay status acts on with --table (one of a, b)"},
+		{"a verb of one table without --table", "dlq list", "tables:\n  - table: a\n  - table: b\n", "walrelay.yaml lists 2 tables: name the one walrelay dlq list acts on with --table (one of a, b)"},
 		{"table setting beside tables", "run", "topic-template: x.{type}\ntables:\n  - table: a\n", "walrelay.yaml:1: topic-template is a table's setting"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,12 +145,12 @@ tables:
 		t.Errorf("run's second table: table %q, id column %q, slot %q, template %q; want its entry, the preset applied, the shared slot",
 			m.Table, m.Columns.MessageID, m.Slot.Slot, m.Sink.TopicTemplate)
 	}
-	o, _, err = parseOptions("status", []string{"--config", p, "--table", "billing.outboxevent"}, nil, nil)
+	o, _, err = parseOptions("dlq list", []string{"--config", p, "--table", "billing.outboxevent"}, nil, nil)
 	if err != nil || o.Table != "billing.outboxevent" || len(o.MoreTables) != 0 {
-		t.Errorf("status --table billing.outboxevent: table %q, %d more, %v; want that table alone", o.Table, len(o.MoreTables), err)
+		t.Errorf("dlq list --table billing.outboxevent: table %q, %d more, %v; want that table alone", o.Table, len(o.MoreTables), err)
 	}
-	if _, _, err := parseOptions("status", []string{"--config", p, "--table", "other"}, nil, nil); err == nil || !strings.Contains(err.Error(), "--table other is none of the tables") {
-		t.Errorf("status --table other: %v; want it refused", err)
+	if _, _, err := parseOptions("dlq list", []string{"--config", p, "--table", "other"}, nil, nil); err == nil || !strings.Contains(err.Error(), "--table other is none of the tables") {
+		t.Errorf("dlq list --table other: %v; want it refused", err)
 	}
 	if _, _, err := parseOptions("run", []string{"--config", p, "--topic-template", "x.{type}"}, nil, nil); err == nil ||
 		!strings.Contains(err.Error(), "--topic-template: "+p+" lists 2 tables: set a table's topic-template in its entry there") {

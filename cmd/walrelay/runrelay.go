@@ -47,7 +47,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer p.pool.Close()
 	if err := preflight(ctx, c, log, p.sinkCfg, p.store, p.topics); err != nil {
-		return err
+		return c.withEntry(err)
 	}
 	var ln net.Listener
 	if c.Metrics != "" {
@@ -164,6 +164,9 @@ func buildRelay(c config, sinkCfg sink.Config, log *zap.Logger, reg prometheus.R
 	}
 	relayCfg := c.Relay
 	relayCfg.Registerer = reg
+	for _, dc := range c.decoders() {
+		relayCfg.Tables = append(relayCfg.Tables, dc.Table.String())
+	}
 	return relay.New(relayCfg, log, factory)
 }
 

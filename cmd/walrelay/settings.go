@@ -53,6 +53,9 @@ type options struct {
 	// each parsed as this one from its own entry: only their table-level
 	// fields (tableKey) differ from these.
 	MoreTables []options
+	// Entry is where the table's entry stands in the config file
+	// ("walrelay.yaml:12"), for errors about the table; "" without one.
+	Entry string
 	// Existing is `walrelay schema --existing`: the DDL beside an outbox
 	// table that exists already.
 	Existing     bool
@@ -297,6 +300,7 @@ func parseOptions(verb string, args []string, stdout, stderr io.Writer) (options
 			return o, s, asConfigError(err)
 		}
 		s.SetFile(cf.source(0))
+		o.Entry = cf.entry(0)
 	}
 	err := s.Parse(args, lookupEnv, stdout, stderr)
 	if errors.Is(err, errHelp) {
@@ -315,6 +319,7 @@ func parseOptions(verb string, args []string, stdout, stderr io.Writer) (options
 		if err := ms.Parse(args, lookupEnv, io.Discard, io.Discard); err != nil {
 			return o, s, asConfigError(err)
 		}
+		more.Entry = cf.entry(i)
 		o.MoreTables = append(o.MoreTables, more)
 	}
 	return o, s, nil
@@ -500,7 +505,9 @@ type config struct {
 	// More are the config file's further outbox tables, after Schema's
 	// and Decoder's (which are the first's); Slot.Tables and Sink.Tables
 	// list them all.
-	More   []tableConfig
+	More []tableConfig
+	// Entry is the first table's place in the config file (options.Entry).
+	Entry  string
 	Schema schema.Config
 	// Decoder is how rows are read: the table, its columns, the aggregate
 	// type default, --content-type and --null-payload (the verbs with the
@@ -527,7 +534,7 @@ type config struct {
 // PostgreSQL URL, and no Kafka flag of another verb is read.
 func (o options) resolve(s *flagSet) (config, error) {
 	c := config{DLQ: o.DLQ, Topics: o.Topics, Backfill: o.Backfill, GrantTo: o.GrantTo, LogLevel: o.LogLevel, Metrics: o.MetricsAddr, JSON: o.JSON,
-		Preset: s.PresetSummary(o.Preset), Existing: o.Existing}
+		Preset: s.PresetSummary(o.Preset), Existing: o.Existing, Entry: o.Entry}
 	var err error
 	if c.Schema, err = o.schemaConfig(); err != nil {
 		return config{}, err
@@ -659,6 +666,7 @@ type tableConfig struct {
 	Schema  schema.Config
 	Decoder decoder.Config
 	Sink    sink.TableConfig
+	Entry   string // options.Entry
 }
 
 // tableConfig resolves the table-level options of a further table of the
@@ -668,7 +676,7 @@ func (o options) tableConfig(s *flagSet) (tableConfig, error) {
 	if err != nil {
 		return tableConfig{}, err
 	}
-	tc := tableConfig{Schema: sc, Decoder: o.decoderConfig(sc), Sink: o.sinkTable()}
+	tc := tableConfig{Schema: sc, Decoder: o.decoderConfig(sc), Sink: o.sinkTable(), Entry: o.Entry}
 	if err := tc.Decoder.Validate(); err != nil {
 		return tableConfig{}, flagged(err)
 	}
@@ -695,6 +703,41 @@ func (o options) sinkTable() sink.TableConfig {
 // outboxTable is the slot's view of a table the decoder reads by dc.
 func outboxTable(dc decoder.Config) slot.OutboxTable {
 	return slot.OutboxTable{Table: dc.Table, Columns: dc.Columns, AggregateTypeDefault: dc.AggregateTypeDefault, ContentTypeColumn: dc.ContentTypeColumn}
+}
+
+// withEntry adds to an error about one of several outbox tables, which
+// names it, where its entry stands in the config file: what to change.
+func (c config) withEntry(err error) error {
+	if err == nil || len(c.More) == 0 {
+		return err
+	}
+	tables := append([]tableConfig{{Schema: c.Schema, Entry: c.Entry}}, c.More...)
+	for _, tc := range tables {
+		if tc.Entry != "" && namesTable(err.Error(), tc.Schema.Table.String()) {
+			return fmt.Errorf("%w (table %s: its entry is %s)", err, tc.Schema.Table, tc.Entry)
+		}
+	}
+	return err
+}
+
+// namesTable reports whether text names the table t as a word of its own:
+// not as the start of a longer name (public.a in public.ab).
+func namesTable(text, t string) bool {
+	for i := 0; ; {
+		j := strings.Index(text[i:], " "+t)
+		if j < 0 {
+			return false
+		}
+		end := i + j + 1 + len(t)
+		if end == len(text) || !isNameByte(text[end]) {
+			return true
+		}
+		i = end
+	}
+}
+
+func isNameByte(b byte) bool {
+	return b == '_' || b == '$' || b == '"' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
 }
 
 // decoders are the decoder configurations of every outbox table, in

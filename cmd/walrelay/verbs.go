@@ -105,7 +105,7 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// must not leave a slot behind retaining WAL.
 	info, err := slot.Init(ctx, cfg, log, func(ctx context.Context, conn *pgx.Conn) error { return ensureTables(ctx, conn, c) })
 	if err != nil {
-		return err
+		return c.withEntry(err)
 	}
 	tables, dls := cfg.Table.String(), c.Schema.DeadLetterTable().String()
 	for _, tc := range c.More {

@@ -16,6 +16,16 @@ type metrics struct {
 	heartbeats    prometheus.Counter
 	timeline      prometheus.Gauge
 	failovers     prometheus.Counter
+	// rows counts the rows read of each outbox table, by Message.Table:
+	// walrelay_table_rows_total's children, looked up once.
+	rows []prometheus.Counter
+}
+
+// tableRow counts one row of table i, if the tables are known.
+func (m *metrics) tableRow(i int) {
+	if i >= 0 && i < len(m.rows) {
+		m.rows[i].Inc()
+	}
 }
 
 // latencyBuckets span 1ms to 5min: a healthy relay acknowledges within
@@ -28,7 +38,7 @@ var latencyBuckets = []float64{.001, .0025, .005, .0075, .01, .015, .02, .03, .0
 
 // register makes the relay's collectors and adds them to reg, all or none;
 // a nil reg keeps them private.
-func (r *Relay) register(reg prometheus.Registerer) error {
+func (r *Relay) register(reg prometheus.Registerer, tables []string) error {
 	r.m = metrics{
 		commitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "walrelay_commit_to_ack_seconds",
@@ -59,7 +69,14 @@ func (r *Relay) register(reg prometheus.Registerer) error {
 	for _, e := range []ending{endedTransient, endedPermanent, endedHalted} {
 		r.m.sessionErrors.WithLabelValues(e.label())
 	}
-	return promreg.Register(reg, "relay metrics", r.m.commitToAck, r.m.replayed, r.m.sessionErrors, r.m.heartbeats, r.m.timeline, r.m.failovers,
+	rows := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "walrelay_table_rows_total",
+		Help: "Outbox rows read from the replication stream, by outbox table (each then published or parked; a replay after a restart counts again).",
+	}, []string{"table"})
+	for _, t := range tables {
+		r.m.rows = append(r.m.rows, rows.WithLabelValues(t))
+	}
+	return promreg.Register(reg, "relay metrics", r.m.commitToAck, r.m.replayed, r.m.sessionErrors, r.m.heartbeats, r.m.timeline, r.m.failovers, rows,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "walrelay_oldest_unpublished_message_age_seconds",
 			Help: "Seconds since the commit of the oldest transaction received and not yet acknowledged by Kafka; 0 when nothing is pending.",

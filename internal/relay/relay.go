@@ -41,6 +41,10 @@ type Config struct {
 	// unpublished message age, replays, session errors, streaming). Nil
 	// keeps them private.
 	Registerer prometheus.Registerer
+	// Tables name the outbox tables, in the order of Message.Table: the
+	// table label of walrelay_table_rows_total. Defaults to none: rows are
+	// not counted per table.
+	Tables []string
 }
 
 func (c *Config) setDefaults() {
@@ -114,7 +118,7 @@ type Relay struct {
 func New(cfg Config, log *zap.Logger, factory Factory) (*Relay, error) {
 	cfg.setDefaults()
 	r := &Relay{cfg: cfg, log: log, factory: factory}
-	if err := r.register(cfg.Registerer); err != nil {
+	if err := r.register(cfg.Registerer, cfg.Tables); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -268,6 +268,7 @@ func (s *session) undecodable(ctx context.Context, at pglogrepl.LSN, err error, 
 	if err := s.add(at); err != nil {
 		return err
 	}
+	s.m.tableRow(bad.Table)
 	return pub.PublishBad(ctx, bad, uint64(s.cur))
 }
 
@@ -277,6 +278,7 @@ func (s *session) publish(ctx context.Context, at pglogrepl.LSN, m *schema.Messa
 		return err
 	}
 	s.curMsgs++
+	s.m.tableRow(m.Table)
 	err := pub.Publish(ctx, m, uint64(s.cur))
 	failpoint.Inject("publish")
 	return err

@@ -147,10 +147,11 @@ tables:
 		wg.Go(func() { errs <- write(load, w) })
 	}
 	r := f.Run("--config", config)
+	metrics := testkit.FreePort(t)
 	for kill := range 3 {
 		time.Sleep(time.Duration(700+300*kill) * time.Millisecond)
 		r.Kill()
-		r = f.Run("--config", config)
+		r = f.Run("--config", config, "--metrics-addr", metrics)
 	}
 	time.Sleep(time.Second)
 	stopLoad()
@@ -219,6 +220,13 @@ tables:
 	if lost != 0 || len(committed) < 100 {
 		t.Errorf("lost %d of %d committed rows; want none lost of at least 100", lost, len(committed))
 	}
+	// The last relay counted each table's rows under its name.
+	for _, tb := range tables {
+		series := `walrelay_table_rows_total{table="` + tb.name + `"}`
+		if v := harness.Scrape(metrics, series); v <= 0 {
+			t.Errorf("%s: %v; want the rows the last relay read of the table", series, v)
+		}
+	}
 	var slots int
 	testkit.Must(t, f.DB.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE $1`, "%"+f.ID+"%").Scan(&slots), "count slots")
 	if slots != 1 {
@@ -226,5 +234,66 @@ tables:
 	}
 	if code := r.Stop(); code != 0 {
 		t.Errorf("exit code after SIGTERM = %d; want 0", code)
+	}
+}
+
+// Several tables that do not fit are refused at start with the table, what
+// to change and where its entry is in the file, nothing created or
+// confirmed: a mapped column the table lacks (init), a table the
+// publication lacks (run, which never changes the publication).
+func TestSeveralTablesRefusedWithTheEntry(t *testing.T) {
+	t.Parallel()
+	f := harness.New(t, "order")
+	ctx := context.Background()
+	second := f.Table + "_second"
+	f.PG.DropTable(`"`+second+`"`, `"`+second+`_dead_letters"`)
+	ownerExec(t, f, `CREATE TABLE "`+second+`" (id uuid PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL,
+		type text NOT NULL, payload jsonb NOT NULL); GRANT SELECT ON "`+second+`" TO `+harness.RelayRole)
+	write := func(payloadColumn string) string {
+		p := filepath.Join(t.TempDir(), "walrelay.yaml")
+		testkit.Must(t, os.WriteFile(p, []byte(fmt.Sprintf(`slot: %s
+publication: %s
+tables:
+  - table: public.%s
+  - table: public.%s
+    column-message-id: id
+    column-payload: %s
+`, f.Slot, f.Publication, f.Table, second, payloadColumn)), 0o600), "write the config file")
+		return p
+	}
+	f.Unsetenv("WALRELAY_TABLE", "WALRELAY_TOPIC_TEMPLATE", "WALRELAY_SLOT", "WALRELAY_PUBLICATION")
+	pubTables := func() string {
+		var s string
+		testkit.Must(t, f.DB.QueryRow(ctx, `SELECT coalesce(string_agg(tablename, ',' ORDER BY tablename), '') FROM pg_publication_tables WHERE pubname = $1`, f.Publication).Scan(&s), "read the publication")
+		return s
+	}
+	before := pubTables()
+
+	bad := write("Body")
+	_, stderr, code := f.Walrelay("init", "--config", bad, "--postgres-url", f.PGURL)
+	want := `table columns public.` + second + `: column "Body" (payload) is missing from public.` + second
+	if code != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "its entry is "+bad+":5") {
+		t.Errorf("init with a column the second table lacks: exit %d, stderr %q; want exit 1, %q and the entry's line", code, stderr, want)
+	}
+	var slots int
+	testkit.Must(t, f.DB.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, f.Slot).Scan(&slots), "count slots")
+	if slots != 0 || pubTables() != before {
+		t.Errorf("after the refused init: %d slots, publication of %q; want none made and the publication as it was (%q)", slots, pubTables(), before)
+	}
+
+	// The first table's init (the fixture's) makes the slot; run with the
+	// second table, which the publication lacks, refuses and confirms
+	// nothing.
+	f.WalrelayOK("init", "--table", "public."+f.Table, "--slot", f.Slot, "--publication", f.Publication)
+	confirmed := f.ConfirmedLSN()
+	good := write("payload")
+	_, stderr, code = f.Walrelay("run", "--config", good)
+	want = `publication "` + f.Publication + `" does not include table public.` + second
+	if code != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, `ALTER PUBLICATION "`+f.Publication+`" ADD TABLE "public"."`+second+`"`) ||
+		!strings.Contains(stderr, "its entry is "+good+":5") {
+		t.Errorf("run with a table the publication lacks: exit %d, stderr %q; want exit 1, %q, the ALTER PUBLICATION and the entry's line", code, stderr, want)
+	}
+	if got := f.ConfirmedLSN(); got != confirmed || pubTables() != before {
+		t.Errorf("after the refused run: confirmed %s (was %s), publication of %q; want nothing confirmed or changed", got, confirmed, pubTables())
 	}
 }
