@@ -297,3 +297,89 @@ tables:
 		t.Errorf("after the refused run: confirmed %s (was %s), publication of %q; want nothing confirmed or changed", got, confirmed, pubTables())
 	}
 }
+
+// Adding a table later: walrelay relays one table; rows go into a second
+// one meanwhile; walrelay stops, the second table's entry is added and
+// init adds it to the publication; the relay started again relays both
+// tables' new rows, and replay --table publishes what the second held
+// before. Every row of both tables is then in Kafka.
+func TestAddingATableLater(t *testing.T) {
+	t.Parallel()
+	f := harness.New(t, "order")
+	ctx := context.Background()
+	second := f.Table + "_later"
+	f.PG.DropTable(`"`+second+`"`, `"`+second+`_dead_letters"`)
+	ownerExec(t, f, `CREATE TABLE "`+second+`" (message_id uuid PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL,
+		type text NOT NULL, payload jsonb NOT NULL, occurred_at timestamptz NOT NULL DEFAULT now())`)
+	laterTopic := f.TopicPrefix + ".later.order"
+	f.CreateTopics(laterTopic)
+	write := func(tables ...string) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "postgres-url: %s\nslot: %s\npublication: %s\ntables:\n  - table: public.%s\n    topic-template: %s.{aggregate_type}\n",
+			f.PGURL, f.Slot, f.Publication, f.Table, f.TopicPrefix)
+		for _, tb := range tables {
+			fmt.Fprintf(&b, "  - table: public.%s\n    topic-template: %s.later.{aggregate_type}\n", tb, f.TopicPrefix)
+		}
+		p := filepath.Join(t.TempDir(), "walrelay.yaml")
+		testkit.Must(t, os.WriteFile(p, []byte(b.String()), 0o600), "write the config file")
+		return p
+	}
+	f.Unsetenv("WALRELAY_POSTGRES_URL", "WALRELAY_TABLE", "WALRELAY_TOPIC_TEMPLATE", "WALRELAY_SLOT", "WALRELAY_PUBLICATION")
+	insert := func(table string, n int) []string {
+		var ids []string
+		for i := range n {
+			id := harness.NewUUID()
+			_, err := f.DB.Exec(ctx, `INSERT INTO "`+table+`" (message_id, aggregate_type, aggregate_id, type, payload) VALUES ($1, 'order', $2, 'order.placed.v1', '{}')`,
+				id, fmt.Sprintf("a%d", i%3))
+			testkit.Must(t, err, "insert into %s", table)
+			ids = append(ids, id)
+		}
+		return ids
+	}
+
+	one := write()
+	f.WalrelayOK("init", "--config", one)
+	r := f.Run("--config", one)
+	first := insert(f.Table, 20)
+	before := insert(second, 15) // not relayed: not in the file, nor in the publication
+	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
+	if code := r.Stop(); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d; want 0", code)
+	}
+
+	two := write(second)
+	if out := f.WalrelayOK("init", "--config", two); !strings.Contains(out, "covers public."+f.Table+", public."+second) {
+		t.Errorf("init with the second table: %q; want the publication covering both", out)
+	}
+	r = f.Run("--config", two)
+	first = append(first, insert(f.Table, 10)...)
+	after := insert(second, 10)
+	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
+	out := f.WalrelayOK("replay", "--config", two, "--table", "public."+second, "--kafka-brokers", f.Brokers)
+	t.Logf("walrelay replay of the second table: %s", strings.TrimSpace(out))
+
+	ids := func(topic string) map[string]int {
+		n := map[string]int{}
+		for _, rec := range f.ReadTopic(topic) {
+			n[rec.Headers["ce_id"]]++
+		}
+		return n
+	}
+	own, later := ids(f.Topic("order")), ids(laterTopic)
+	for _, id := range first {
+		if own[id] != 1 {
+			t.Errorf("first table's row %s: %d records; want 1", id, own[id])
+		}
+	}
+	for _, id := range before {
+		if later[id] != 1 {
+			t.Errorf("second table's row from before it was added %s: %d records; want 1 (replayed)", id, later[id])
+		}
+	}
+	for _, id := range after {
+		if later[id] < 1 {
+			t.Errorf("second table's row from after it was added %s: not in Kafka", id)
+		}
+	}
+	r.Running()
+}
