@@ -75,16 +75,20 @@ type tablesBacklog struct {
 	perTable []int64  // rows loaded into each table
 }
 
-// tablesSide is one side of a round: the one relay of all three tables, or
-// the three relays of one table each.
+// tablesSide is one side of a round: the one relay of all three tables,
+// the three relays of one table each at once, or, for reference, the same
+// three one after another: alone on the machine, each walsender and relay
+// shows what one slot of one table costs without the others beside it.
 type tablesSide int
 
 const (
 	sideOne tablesSide = iota
 	sideThree
+	sideApart
+	sideCount
 )
 
-func (s tablesSide) String() string { return [...]string{"one", "three"}[s] }
+func (s tablesSide) String() string { return [...]string{"one", "three", "apart"}[s] }
 
 func newTablesBacklog(ctx context.Context, t *testing.T, pgURL, brokers string, rounds int) *tablesBacklog {
 	t.Helper()
@@ -101,8 +105,10 @@ func newTablesBacklog(ctx context.Context, t *testing.T, pgURL, brokers string, 
 	}
 	for round := range rounds {
 		tb.slots = append(tb.slots, tb.slot(round, sideOne, 0))
-		for i := range tb.tables {
-			tb.slots = append(tb.slots, tb.slot(round, sideThree, i))
+		for _, side := range []tablesSide{sideThree, sideApart} {
+			for i := range tb.tables {
+				tb.slots = append(tb.slots, tb.slot(round, side, i))
+			}
 		}
 	}
 	for _, s := range tb.slots {
@@ -148,8 +154,10 @@ func (tb *tablesBacklog) initRound(ctx context.Context, t *testing.T, round int)
 		all[i] = i
 	}
 	paths := []string{tb.writeConfig(t, round, sideOne, 0, tb.publication, all...)}
-	for i := range tb.tables {
-		paths = append(paths, tb.writeConfig(t, round, sideThree, i, tb.pubs[i], i))
+	for _, side := range []tablesSide{sideThree, sideApart} {
+		for i := range tb.tables {
+			paths = append(paths, tb.writeConfig(t, round, side, i, tb.pubs[i], i))
+		}
 	}
 	for _, p := range paths {
 		if out, err := exec.CommandContext(ctx, walrelayBin, "init", "--config", p).CombinedOutput(); err != nil {
@@ -157,7 +165,7 @@ func (tb *tablesBacklog) initRound(ctx context.Context, t *testing.T, round int)
 		}
 	}
 	var topics []string
-	for _, side := range []tablesSide{sideOne, sideThree} {
+	for side := range sideCount {
 		for i := range tb.tables {
 			topics = append(topics, tb.topic(round, side, i))
 		}
@@ -170,7 +178,7 @@ func (tb *tablesBacklog) slot(round int, side tablesSide, i int) string {
 	if side == sideOne {
 		return fmt.Sprintf("tables_%s_%d_one", tb.id, round)
 	}
-	return fmt.Sprintf("tables_%s_%d_t%d", tb.id, round, i)
+	return fmt.Sprintf("tables_%s_%d_%s_t%d", tb.id, round, side, i)
 }
 
 // topicBase is where a round's side publishes table i's rows: each run to
@@ -231,20 +239,28 @@ func (tb *tablesBacklog) fill(ctx context.Context, t *testing.T, n int) {
 	tb.markEnd(ctx, t)
 }
 
-// runSide drains a round's WAL with its side's relays, at once, to Kafka,
-// then checks that every table's topic of the run holds a record for every
+// runSide drains a round's WAL with its side's relays (the three at once,
+// or one after another), to Kafka, then checks that every table's topic of the run holds a record for every
 // row of the table: duplicates are logged, a missing one fails the test.
 func (tb *tablesBacklog) runSide(ctx context.Context, t *testing.T, round int, side tablesSide, within time.Duration) tablesRun {
 	t.Helper()
 	var runs []relayRun
 	relays := 1
-	if side == sideThree {
+	if side != sideOne {
 		relays = len(tb.tables)
 	}
 	for i := range relays {
 		runs = append(runs, relayRun{bin: walrelayBin, slot: tb.slot(round, side, i), args: []string{"--config", tb.configPath(round, side, i)}})
 	}
-	ms, broker, jit := runRelays(ctx, t, tb.backlog, within, runs...)
+	groups := [][]relayRun{runs}
+	if side == sideApart {
+		groups = [][]relayRun{runs[:1], runs[1:2], runs[2:]}
+	}
+	var r tablesRun
+	for _, g := range groups {
+		ms, broker, jit := runRelays(ctx, t, tb.backlog, within, g...)
+		r.add(ms, broker, jit)
+	}
 	for i := range tb.tables {
 		topic := tb.topic(round, side, i)
 		n, err := topicRecords(ctx, tb.brokers, topic)
@@ -256,27 +272,32 @@ func (tb *tablesBacklog) runSide(ctx context.Context, t *testing.T, round int, s
 			t.Logf("round %d, %s: topic %s holds %d records for %d rows: %d duplicates", round+1, side, topic, n, rows, n-rows)
 		}
 	}
-	return sumRelays(ms, broker, jit)
+	return r
 }
 
 // tablesRun is one side's run: each relay's figures, and their total: the
-// longest wall time (the relays start together), the sum of their CPU
+// wall time of the side (of relays started together the longest, of groups
+// run one after another the sum of theirs), the sum of the relays' CPU
 // times, of their walsenders' and of their peak RSS, and the broker's CPU.
 type tablesRun struct {
 	relays []measure
 	total  measure
 }
 
-func sumRelays(ms []measure, broker, jit time.Duration) tablesRun {
-	r := tablesRun{relays: ms, total: measure{broker: broker, brokerJIT: jit}}
+// add counts a group of relays started together, whose broker CPU was
+// broker (of it, jit the JIT compiler's), after the groups before it.
+func (r *tablesRun) add(ms []measure, broker, jit time.Duration) {
+	var wall time.Duration
 	for _, m := range ms {
-		r.total.wall = max(r.total.wall, m.wall)
-		r.total.startup = max(r.total.startup, m.startup)
+		wall = max(wall, m.wall)
 		r.total.cpu += m.cpu
 		r.total.walsender += m.walsender
 		r.total.maxRSS += m.maxRSS
 	}
-	return r
+	r.relays = append(r.relays, ms...)
+	r.total.wall += wall
+	r.total.broker += broker
+	r.total.brokerJIT += jit
 }
 
 // TestBenchTables is issue 36's benchmark: the same WAL of three outbox
@@ -286,7 +307,7 @@ func TestBenchTables(t *testing.T) {
 	pgURL, brokers, scale, loadBefore := setUp(t)
 	ctx := context.Background()
 	n := max(3, int(math.Round(tablesRows*scale)))
-	rounds := roundsFor(t, shape{txns: n, perTxn: 1}, tablesPayload)
+	rounds := tablesRounds(ctx, t, pgURL, roundsFor(t, shape{txns: n, perTxn: 1}, tablesPayload))
 	tb := newTablesBacklog(ctx, t, pgURL, brokers, rounds)
 	began := time.Now()
 	tb.fill(ctx, t, n)
@@ -295,15 +316,12 @@ func TestBenchTables(t *testing.T) {
 	settle(t)
 	// A hang guard, not a target.
 	within := 5*time.Minute + time.Duration(n)*5*time.Millisecond
-	all := make([][2]tablesRun, rounds)
+	all := make([][sideCount]tablesRun, rounds)
 	for round := range rounds {
-		// The sides take turns going first: neither always finds the
-		// WAL in the page cache, nor a broker just warmed by the other.
-		order := []tablesSide{sideOne, sideThree}
-		if round%2 == 1 {
-			order = []tablesSide{sideThree, sideOne}
-		}
-		for _, side := range order {
+		// The sides take turns going first: none always finds the WAL in
+		// the page cache, nor a broker just warmed by another.
+		for k := range sideCount {
+			side := (tablesSide(round) + k) % sideCount
 			r := tb.runSide(ctx, t, round, side, within)
 			all[round][side] = r
 			logTablesRun(t, round, side, r, n)
@@ -312,6 +330,33 @@ func TestBenchTables(t *testing.T) {
 	md := tablesReport(t, pgURL, brokers, scale, tb, all, loadBefore+" before, "+benchenv.LoadAverage()+" after")
 	t.Log("\n" + md)
 	benchenv.WriteReport(t, "tables.md", md)
+}
+
+// slotsPerRound is the slots a round drains: the one relay's, and those of
+// the three at once and of the three one after another.
+const slotsPerRound = 7
+
+// slotsSpared is how many of the server's free replication slots the
+// benchmark leaves to others (tests running beside it).
+const slotsSpared = 4
+
+// tablesRounds is want, or fewer when the server's free replication slots
+// (less slotsSpared) cannot hold want rounds' slots at once: every slot
+// must exist before the load. The rig allows 20 (max_replication_slots).
+func tablesRounds(ctx context.Context, t *testing.T, pgURL string, want int) int {
+	t.Helper()
+	pg := pgtest.Connect(t, pgURL, "")
+	var free int
+	err := pg.Pool.QueryRow(ctx, "SELECT current_setting('max_replication_slots')::int - count(*) FROM pg_replication_slots").Scan(&free)
+	testkit.Must(t, err, "count the free replication slots")
+	rounds := min(want, (free-slotsSpared)/slotsPerRound)
+	if rounds < 1 {
+		t.Fatalf("%d replication slots free; want at least %d (%d for a round, %d spared for others)", free, slotsPerRound+slotsSpared, slotsPerRound, slotsSpared)
+	}
+	if rounds < want {
+		t.Logf("%d round(s), not %d: %d replication slots free, %d a round, %d spared for others", rounds, want, free, slotsPerRound, slotsSpared)
+	}
+	return rounds
 }
 
 func logTablesRun(t *testing.T, round int, side tablesSide, r tablesRun, rows int) {
