@@ -287,15 +287,16 @@ type tablesRun struct {
 // add counts a group of relays started together, whose broker CPU was
 // broker (of it, jit the JIT compiler's), after the groups before it.
 func (r *tablesRun) add(ms []measure, broker, jit time.Duration) {
-	var wall time.Duration
+	var wall, startup time.Duration
 	for _, m := range ms {
-		wall = max(wall, m.wall)
+		wall, startup = max(wall, m.wall), max(startup, m.startup)
 		r.total.cpu += m.cpu
 		r.total.walsender += m.walsender
 		r.total.maxRSS += m.maxRSS
 	}
 	r.relays = append(r.relays, ms...)
 	r.total.wall += wall
+	r.total.startup += startup
 	r.total.broker += broker
 	r.total.brokerJIT += jit
 }
@@ -362,13 +363,13 @@ func tablesRounds(ctx context.Context, t *testing.T, pgURL string, want int) int
 func logTablesRun(t *testing.T, round int, side tablesSide, r tablesRun, rows int) {
 	t.Helper()
 	m := r.total
-	t.Logf("round %d %-5s wall %6.2fs  %9.0f msg/s  walrelay cpu %6.2fs  rss %4d MiB  walsender cpu %6.2fs  broker cpu %5.2fs (JIT %4.2fs)",
-		round+1, side, m.wall.Seconds(), float64(rows)/m.wall.Seconds(), m.cpu.Seconds(), m.maxRSS>>20,
+	t.Logf("round %d %-5s wall %6.2fs (start-up %.2fs)  %9.0f msg/s  walrelay cpu %6.2fs  rss %4d MiB  walsender cpu %6.2fs  broker cpu %5.2fs (JIT %4.2fs)",
+		round+1, side, m.wall.Seconds(), m.startup.Seconds(), float64(rows)/m.wall.Seconds(), m.cpu.Seconds(), m.maxRSS>>20,
 		m.walsender.Seconds(), m.broker.Seconds(), m.brokerJIT.Seconds())
 	if len(r.relays) > 1 {
 		for i, m := range r.relays {
-			t.Logf("        relay of table %d: wall %6.2fs  walrelay cpu %6.2fs  rss %4d MiB  walsender cpu %6.2fs",
-				i, m.wall.Seconds(), m.cpu.Seconds(), m.maxRSS>>20, m.walsender.Seconds())
+			t.Logf("        relay of table %d: wall %6.2fs (start-up %.2fs)  walrelay cpu %6.2fs  rss %4d MiB  walsender cpu %6.2fs",
+				i, m.wall.Seconds(), m.startup.Seconds(), m.cpu.Seconds(), m.maxRSS>>20, m.walsender.Seconds())
 		}
 	}
 }
