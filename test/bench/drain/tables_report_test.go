@@ -40,15 +40,15 @@ func tablesReport(t *testing.T, pgURL, brokers string, scale float64, tb *tables
 	}
 	b.WriteString(").\n")
 	fmt.Fprintf(&b, `
-- rows: WALRELAY_BENCH_SCALE times %d single-row transactions, taking the three tables in turn (%v rows each):
+- rows: WALRELAY_BENCH_SCALE times %d single-row transactions, taking the three tables in turn (%s rows):
   walrelay's own shape (`+"`walrelay schema`"+`) in public, EF Core's and Debezium's (`+"`preset: debezium`"+`) in a second schema,
   payloads of ~%d B (JSON around random base64 text), 1,000 aggregate ids.
 - one: one walrelay whose config file lists the three tables, on one slot of one publication of the three. three: three
   walrelays at once, each with a config file of one table, each on a slot of its own and a publication of its table
   alone (what three relays are set up with). For reference, the same three relays one after another, each alone
   beside the database and the broker, on slots of their own (wall: the sum of theirs). `+"`walrelay init`"+` made every
-  publication and slot before the load: every run drains the same WAL. Each run publishes to topics of its own (3 partitions, acks=all), each then checked to hold
-  a record for every row of its table.
+  publication and slot before the load: every run drains the same WAL. Each run publishes to topics of its own
+  (3 partitions, acks=all), each then checked to hold a record for every row of its table.
 - wall s: from process start until its slot's confirmed_flush_lsn reached the end of the load (polled every 20 ms;
   walrelay runs with --confirm-interval 20ms), for three the last of the three; msg/s: all rows over it. walrelay CPU s:
   user + system time (rusage); walsender CPU s: the server process serving each slot (its active_pid, /proc); peak RSS:
@@ -65,11 +65,19 @@ func tablesReport(t *testing.T, pgURL, brokers string, scale float64, tb *tables
   (preflight, leader lock, Kafka metadata: about 0.1 s of CPU each) weigh on a short drain.
 - %d round(s) (3 for a short backlog, as the drain's, or as many as the server's free replication slots hold: a round
   needs 7, all made before the load); the sides take turns going first, and each side shows its median round by wall
-  time (of two rounds, the slower). On this
-  machine's %d CPUs PostgreSQL, Kafka and the relays share the cores, and other work may run beside them: read the
-  ratios, not the second digit of a time.
-`, tablesRows, tb.perTable, tablesPayload, len(all), runtime.NumCPU())
+  time (of two rounds, the slower). On this machine's %d CPUs PostgreSQL, Kafka and the relays share the cores, and
+  other work may run beside them: read the ratios, not the second digit of a time.
+`, tablesRows, perTable(tb), tablesPayload, len(all), runtime.NumCPU())
 	return b.String()
+}
+
+// perTable is the rows loaded into each table, as "a / b / c".
+func perTable(tb *tablesBacklog) string {
+	var s []string
+	for _, n := range tb.perTable {
+		s = append(s, fmt.Sprint(n))
+	}
+	return strings.Join(s, " / ")
 }
 
 // ratioRow is the line of side h's figures over side o's; em marks the
