@@ -76,6 +76,13 @@ func (b *backlog) fill(ctx context.Context, t *testing.T, s shape, payload int) 
 	t.Helper()
 	b.payloadBytes = load(ctx, t, b.pgURL, b.table, s, payload)
 	b.rows = int64(s.rows())
+	b.markEnd(ctx, t)
+}
+
+// markEnd notes the end position after a load (see fill) and waits until
+// the server has flushed up to it.
+func (b *backlog) markEnd(ctx context.Context, t *testing.T) {
+	t.Helper()
 	b.end = b.lsn(ctx, t, "pg_current_wal_insert_lsn()")
 	poll.Eventually(t, time.Minute, "the server's WAL flushed up to "+b.end.String(), func() (string, bool) {
 		flushed := b.lsn(ctx, t, "pg_current_wal_flush_lsn()")

@@ -49,6 +49,13 @@
 // and against the topic's partitions (1 to 48), one run per point, to
 // scale.md.
 //
+// TestBenchTables (tables_test.go) is issue 36's: single-row transactions
+// spread over three outbox tables of different shapes, drained from the
+// same WAL by one walrelay whose config file lists the three, on one slot,
+// and by three walrelays of one table each, on three slots at once (and,
+// for reference, one after another), side by side: wall time, walrelay's
+// CPU and the walsenders', to tables.md.
+//
 // Run it with
 //
 //	cd test && WALRELAY_BENCH_SCALE=0.02 go test -tags bench -run TestBenchDrain -count=1 -timeout 0 -v ./bench/drain

@@ -128,10 +128,23 @@ func uuidString(b [16]byte) string {
 
 var copyColumns = []string{"message_id", "aggregate_type", "aggregate_id", "aggregate_version", "type", "payload"}
 
-// load writes s into table and returns the payload bytes written. Commits
-// need not wait for the disk (synchronous_commit off): the runs read the
-// WAL, not its durability.
+// load writes s into table and returns the payload bytes written.
 func load(ctx context.Context, t *testing.T, pgURL, table string, s shape, payload int) int64 {
+	t.Helper()
+	m := newRowMaker(rand.Uint64(), payload)
+	return loadWith(ctx, t, pgURL, fmt.Sprintf("load %d rows into %s", s.rows(), table), func(conn *pgx.Conn) (int64, error) {
+		if s.perTxn == 1 {
+			return loadSingles(ctx, conn, s.txns, m, insertRow(table))
+		}
+		return loadCopies(ctx, conn, table, s, m)
+	})
+}
+
+// loadWith runs fill on a connection of its own and returns the payload
+// bytes it wrote; what names the load in a failure. Commits need not wait
+// for the disk (synchronous_commit off): the runs read the WAL, not its
+// durability.
+func loadWith(ctx context.Context, t *testing.T, pgURL, what string, fill func(*pgx.Conn) (int64, error)) int64 {
 	t.Helper()
 	conn, err := pgx.Connect(ctx, pgURL)
 	if err != nil {
@@ -141,23 +154,27 @@ func load(ctx context.Context, t *testing.T, pgURL, table string, s shape, paylo
 	if _, err := conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
 		t.Fatal(err)
 	}
-	m := newRowMaker(rand.Uint64(), payload)
-	var bytes int64
-	if s.perTxn == 1 {
-		bytes, err = loadSingles(ctx, conn, table, s.txns, m)
-	} else {
-		bytes, err = loadCopies(ctx, conn, table, s, m)
-	}
+	bytes, err := fill(conn)
 	if err != nil {
-		t.Fatalf("load %d rows into %s: %v", s.rows(), table, err)
+		t.Fatalf("%s: %v", what, err)
 	}
 	return bytes
 }
 
+// insertRow writes the INSERT of r into table, walrelay's own shape
+// (`walrelay schema`). Every value is ours: hex, digits, base64 and JSON
+// punctuation, never a quote.
+func insertRow(table string) func(w *strings.Builder, i int, r row) {
+	return func(w *strings.Builder, _ int, r row) {
+		fmt.Fprintf(w, "INSERT INTO %s (%s) VALUES ('%s','bench','%s',%d,'bench.v1','%s')",
+			table, strings.Join(copyColumns, ","), uuidString(r.id), r.aggregateID, r.version, r.payload)
+	}
+}
+
 // loadSingles commits n one-row transactions, many per round trip: the
 // simple query protocol runs a string of BEGIN; INSERT; COMMIT; as as many
-// transactions.
-func loadSingles(ctx context.Context, conn *pgx.Conn, table string, n int, m *rowMaker) (int64, error) {
+// transactions. insert writes the i-th transaction's INSERT of r.
+func loadSingles(ctx context.Context, conn *pgx.Conn, n int, m *rowMaker, insert func(w *strings.Builder, i int, r row)) (int64, error) {
 	const perTrip = 200
 	var bytes int64
 	var sql strings.Builder
@@ -166,10 +183,9 @@ func loadSingles(ctx context.Context, conn *pgx.Conn, table string, n int, m *ro
 		for i := 0; i < perTrip && done < n; i, done = i+1, done+1 {
 			r := m.next()
 			bytes += int64(len(r.payload))
-			// Every value is ours: hex, digits, base64 and JSON punctuation,
-			// never a quote.
-			fmt.Fprintf(&sql, "BEGIN;INSERT INTO %s (%s) VALUES ('%s','bench','%s',%d,'bench.v1','%s');COMMIT;",
-				table, strings.Join(copyColumns, ","), uuidString(r.id), r.aggregateID, r.version, r.payload)
+			sql.WriteString("BEGIN;")
+			insert(&sql, done, r)
+			sql.WriteString(";COMMIT;")
 		}
 		if _, err := conn.Exec(ctx, sql.String()); err != nil {
 			return bytes, err

@@ -18,14 +18,9 @@ import (
 // shared, and a busy one slows every run (the ratios less than the rates).
 func report(t *testing.T, pgURL, brokers string, scale float64, results []result, load string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## Drain: a backlog against pg_recvlogical\n\n")
-	fmt.Fprintf(&b, "Reproduce: `cd test && WALRELAY_BENCH_SCALE=%g go test -tags bench -run TestBenchDrain -count=1 -timeout 0 -v ./bench/drain`\n\n", scale)
-	fmt.Fprintf(&b, "Machine: %d CPUs (%s), PostgreSQL %s, Kafka %s (broker at %s), %s.\n\n",
-		runtime.NumCPU(), benchenv.CPUModel(), benchenv.PGVersion(t, pgURL), benchenv.KafkaVersion(), brokers, time.Now().UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(&b, "Load average (1, 5, 15 min): %s; PostgreSQL, Kafka and walrelay share these CPUs with whatever else runs.\n\n", load)
-	if f := relayFlags(); len(f) > 0 {
-		fmt.Fprintf(&b, "walrelay ran with the extra flags `%s` (WALRELAY_BENCH_RELAY_FLAGS).\n\n", strings.Join(f, " "))
-	}
+	header(&b, t, "Drain: a backlog against pg_recvlogical", fmt.Sprintf(
+		"cd test && WALRELAY_BENCH_SCALE=%g go test -tags bench -run TestBenchDrain -count=1 -timeout 0 -v ./bench/drain", scale),
+		pgURL, brokers, load)
 	table(&b, results)
 	b.WriteString("\n")
 	cpuTable(&b, results)
@@ -67,6 +62,20 @@ func report(t *testing.T, pgURL, brokers string, scale float64, results []result
   peak RSS < 100 MB on the 1M-row transaction.
 `)
 	return b.String()
+}
+
+// header is a report's title, how to reproduce it (a shell command), the
+// machine, its load average around the runs (load) and the extra flags
+// walrelay ran with, if any.
+func header(b *strings.Builder, t *testing.T, title, reproduce, pgURL, brokers, load string) {
+	fmt.Fprintf(b, "## %s\n\n", title)
+	fmt.Fprintf(b, "Reproduce: `%s`\n\n", reproduce)
+	fmt.Fprintf(b, "Machine: %d CPUs (%s), PostgreSQL %s, Kafka %s (broker at %s), %s.\n\n",
+		runtime.NumCPU(), benchenv.CPUModel(), benchenv.PGVersion(t, pgURL), benchenv.KafkaVersion(), brokers, time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(b, "Load average (1, 5, 15 min): %s; PostgreSQL, Kafka and walrelay share these CPUs with whatever else runs.\n\n", load)
+	if f := relayFlags(); len(f) > 0 {
+		fmt.Fprintf(b, "walrelay ran with the extra flags `%s` (WALRELAY_BENCH_RELAY_FLAGS).\n\n", strings.Join(f, " "))
+	}
 }
 
 func table(b *strings.Builder, results []result) {

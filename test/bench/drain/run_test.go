@@ -222,56 +222,88 @@ func recvlogical() string {
 // reaches the backlog's end, then stops it with SIGTERM.
 func runWalrelay(ctx context.Context, t *testing.T, b *backlog, bin, slot, topicTemplate string, within time.Duration) measure {
 	t.Helper()
-	args := []string{"run",
+	args := []string{
 		"--postgres-url", b.pgURL, "--kafka-brokers", b.brokers,
 		"--table", "public." + b.table, "--publication", b.publication, "--slot", slot,
-		"--topic-template", topicTemplate, "--metrics-addr", "",
+		"--topic-template", topicTemplate}
+	ms, broker, jit := runRelays(ctx, t, b, within, relayRun{bin: bin, slot: slot, args: args})
+	ms[0].broker, ms[0].brokerJIT = broker, jit
+	return ms[0]
+}
+
+// relayRun is one walrelay process of runRelays: its binary, the slot it
+// reads and the flags of its `run` (a config file, say).
+type relayRun struct {
+	bin, slot string
+	args      []string
+}
+
+// runRelays starts `run` of every relay at once, each with --metrics-addr
+// off and --confirm-interval at the poll interval, and waits until the slot
+// of each has confirmed the backlog's end; then it stops them all with
+// SIGTERM. Each relay's wall time ends when its own slot confirmed the end.
+// The broker's CPU time (and its JIT compiler's) is the whole group's, from
+// the first start until the last slot confirmed.
+func runRelays(ctx context.Context, t *testing.T, b *backlog, within time.Duration, runs ...relayRun) (ms []measure, broker, jit time.Duration) {
+	t.Helper()
+	brokerBefore, brokerKnown := benchenv.ProcCPU(kafkaPid)
+	jitBefore := brokerJIT(kafkaPid)
+	cs, ws := make([]*child, len(runs)), make([]*slotWatch, len(runs))
+	ms, done := make([]measure, len(runs)), make([]bool, len(runs))
+	for i, r := range runs {
+		args := append([]string{"run"}, r.args...)
 		// Confirm at the resolution the end is polled at: with the default
 		// 250 ms a drain's end is rounded up to the next confirmation, a
 		// quarter of a second on cells that drain in 1.3 s.
-		"--confirm-interval", pollInterval.String()}
-	brokerBefore, brokerKnown := benchenv.ProcCPU(kafkaPid)
-	jitBefore := brokerJIT(kafkaPid)
-	c := startChild(t, bin, append(args, relayFlags()...)...)
-	w := &slotWatch{db: b.db, slot: slot}
-	var m measure
+		args = append(args, "--metrics-addr", "", "--confirm-interval", pollInterval.String())
+		cs[i], ws[i] = startChild(t, r.bin, append(args, relayFlags()...)...), &slotWatch{db: b.db, slot: r.slot}
+	}
 	deadline := time.Now().Add(within)
-	for {
-		c.sampleRSS(&m)
-		pos, err := w.poll(ctx)
-		if err != nil {
-			t.Fatal(err)
+	for left := len(runs); left > 0; {
+		for i, c := range cs {
+			c.sampleRSS(&ms[i])
+			pos, err := ws[i].poll(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case done[i]:
+			case pos >= b.end:
+				done[i], ms[i].wall = true, time.Since(c.started)
+				left--
+			case c.exited():
+				t.Fatalf("walrelay on %s exited before confirming %s (at %s): %s\n%s", runs[i].slot, b.end, pos, c.cmd.ProcessState, c.tail(30))
+			case time.Now().After(deadline):
+				t.Fatalf("walrelay on %s confirmed %s after %s; want >= %s\n%s", runs[i].slot, pos, within, b.end, c.tail(30))
+			}
 		}
-		if pos >= b.end {
-			break
+		if left > 0 {
+			sleepOrDone(cs[0].done, pollInterval)
 		}
-		if c.exited() {
-			t.Fatalf("walrelay exited before confirming %s (at %s): %s\n%s", b.end, pos, c.cmd.ProcessState, c.tail(30))
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("walrelay confirmed %s after %s; want >= %s\n%s", pos, within, b.end, c.tail(30))
-		}
-		sleepOrDone(c.done, pollInterval)
 	}
-	m.wall, m.walsender = time.Since(c.started), w.cpu
 	if after, ok := benchenv.ProcCPU(kafkaPid); ok && brokerKnown {
-		m.broker, m.brokerJIT = after-brokerBefore, brokerJIT(kafkaPid)-jitBefore
+		broker, jit = after-brokerBefore, brokerJIT(kafkaPid)-jitBefore
 	}
-	c.sampleRSS(&m)
-	if at, ok := c.out.startedAt(); ok {
-		m.startup = at.Sub(c.started)
+	for i, c := range cs {
+		ms[i].walsender = ws[i].cpu
+		c.sampleRSS(&ms[i])
+		if at, ok := c.out.startedAt(); ok {
+			ms[i].startup = at.Sub(c.started)
+		}
+		c.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // checked by the exit status below
 	}
-	c.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // checked by the exit status below
-	select {
-	case <-c.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("walrelay did not stop within 60s of SIGTERM:\n%s", c.tail(30))
+	for i, c := range cs {
+		select {
+		case <-c.done:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("walrelay on %s did not stop within 60s of SIGTERM:\n%s", runs[i].slot, c.tail(30))
+		}
+		if !c.cmd.ProcessState.Success() {
+			t.Fatalf("walrelay on %s stopped with %s:\n%s", runs[i].slot, c.cmd.ProcessState, c.tail(30))
+		}
+		c.usage(&ms[i])
 	}
-	if !c.cmd.ProcessState.Success() {
-		t.Fatalf("walrelay stopped with %s:\n%s", c.cmd.ProcessState, c.tail(30))
-	}
-	c.usage(&m)
-	return m
+	return ms, broker, jit
 }
 
 func sleepOrDone(done <-chan struct{}, d time.Duration) {
