@@ -43,9 +43,10 @@ func configPath(args []string) string {
 	return v
 }
 
-// multiTableVerbs relay, set up or judge every table of a config file's
-// tables: list at once; the other verbs act on one, which --table names.
-var multiTableVerbs = map[string]bool{"run": true, "check": true, "init": true, "status": true}
+// multiTableVerbs relay, set up, judge or recover every table of a config
+// file's tables: list at once (a recovery replaces the slot of them all);
+// the other verbs act on one, which --table names.
+var multiTableVerbs = map[string]bool{"run": true, "check": true, "init": true, "status": true, "recover": true}
 
 // configFile is a config file read and judged for a verb: the entries of
 // the tables it acts on (one for the verbs of one table), in the file's
@@ -81,11 +82,6 @@ func readConfigFile(verb, path string, args []string) (*configFile, error) {
 	}
 	if len(f.Tables) <= 1 {
 		return cf, nil
-	}
-	if verb == "recover" {
-		// A recovery replaces the slot of every table: recovering one would
-		// skip the others' rows of the gap.
-		return nil, fmt.Errorf("%s lists %d tables of one slot: walrelay recover does not recover a slot of several tables yet (recovering one would skip the other tables' rows of the gap); for a lost slot of several tables, with walrelay run stopped: walrelay init (a new slot), walrelay replay --since TIME --table T for each table, then walrelay run (docs/RUNBOOK.md, WalrelaySlotLost)", f.Path, len(f.Tables))
 	}
 	if !multiTableVerbs[verb] {
 		name, ok := flagArg(args, "table")

@@ -76,7 +76,6 @@ func TestConfigFileRefusals(t *testing.T) {
 		{"command line only", "prune", "retention: 24h\ndry-run: true\n", "walrelay.yaml:1: retention is given on the command line only (--retention)"},
 		{"config in the file", "run", "config: other.yaml\n", "walrelay.yaml:1: config is given on the command line only"},
 		{"a table twice", "run", "tables:\n  - table: a\n  - table: public.a\n", "walrelay.yaml:3: table public.a is listed twice (first on line 2)"},
-		{"recover of several tables", "recover", "tables:\n  - table: a\n  - table: b\n", "walrelay.yaml lists 2 tables of one slot: walrelay recover does not recover a slot of several tables yet"},
 		{"a verb of one table without --table", "dlq list", "tables:\n  - table: a\n  - table: b\n", "walrelay.yaml lists 2 tables: name the one walrelay dlq list acts on with --table (one of a, b)"},
 		{"table setting beside tables", "run", "topic-template: x.{type}\ntables:\n  - table: a\n", "walrelay.yaml:1: topic-template is a table's setting"},
 	} {

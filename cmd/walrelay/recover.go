@@ -18,7 +18,7 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return runBackfill("recover", args, stdout, stderr, func(c config, log *zap.Logger) error {
 		rec, err := backfill.Recover(ctx, backfill.RecoverConfig{
 			Publishing: publishing(c, stderr), Options: c.Backfill,
-			Schema: c.Schema, Slot: c.Slot, Leader: c.Leader, Park: c.Park,
+			Schema: c.Schema, MoreSchemas: c.moreSchemas(), Slot: c.Slot, Leader: c.Leader, Park: c.Park,
 			Tables:       func(ctx context.Context, conn *pgx.Conn) error { return ensureTables(ctx, conn, c) },
 			CheckTimeout: startCheckTimeout,
 		}, log)
@@ -48,5 +48,5 @@ func runBackfill(verb string, args []string, stdout, stderr io.Writer, fn func(c
 // publishing is how recover and replay decode and publish, progress lines
 // going to stderr.
 func publishing(c config, stderr io.Writer) backfill.Publishing {
-	return backfill.Publishing{Decoder: c.Decoder, Sink: c.Sink, NoPing: discarding, Progress: stderr}
+	return backfill.Publishing{Decoder: c.Decoder, More: c.decoders()[1:], Sink: c.Sink, NoPing: discarding, Progress: stderr}
 }

@@ -740,6 +740,16 @@ func isNameByte(b byte) bool {
 	return b == '_' || b == '$' || b == '"' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
 }
 
+// moreSchemas are the further tables' names and walrelay's tables beside
+// them (their dead-letter tables), after Schema's.
+func (c config) moreSchemas() []schema.Config {
+	var out []schema.Config
+	for _, tc := range c.More {
+		out = append(out, tc.Schema)
+	}
+	return out
+}
+
 // decoders are the decoder configurations of every outbox table, in
 // order: Message.Table indexes them.
 func (c config) decoders() []decoder.Config {

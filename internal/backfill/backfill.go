@@ -24,6 +24,10 @@ type Config struct {
 	// becomes a message (its content type, a NULL payload), as for the
 	// stream. An empty Decoder.Table.Schema is public.
 	Decoder decoder.Config
+	// More are the further outbox tables of a slot of several, read in
+	// the same transaction after Decoder's: their rows' Message.Table is
+	// their index here plus one. Defaults to none.
+	More []decoder.Config
 	// Select picks the rows.
 	Select Selection
 	// Snapshot, when set, is an exported snapshot (slot.Snapshot.Name) the
@@ -137,8 +141,11 @@ func Count(ctx context.Context, conn *pgx.Conn, cfg Config) (Result, error) {
 	return res, err
 }
 
-// read runs the transaction: the table's columns, the count (passed to
-// started), then each row in order to each, as a message or a bad row.
+// read runs the transaction: each table's columns, the count of them all
+// (passed to started), then each table's rows in order to each, as a
+// message or a bad row of that table (Message.Table, BadRowError.Table:
+// its index, Decoder's being 0). Seq counts the rows of all tables, so
+// that every row has a position of its own.
 func read(ctx context.Context, conn *pgx.Conn, cfg *Config, started func(total int64),
 	each func(n int64, m *schema.Message, bad *decoder.BadRowError) error) (Result, error) {
 	tx, err := begin(ctx, conn, cfg.Snapshot)
@@ -146,36 +153,66 @@ func read(ctx context.Context, conn *pgx.Conn, cfg *Config, started func(total i
 		return Result{}, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only: nothing to keep
-	t, err := readTable(ctx, tx, cfg)
-	if err != nil {
-		return Result{}, err
+	type part struct {
+		t     *table
+		q     query
+		dec   *decoder.RowDecoder
+		count int64
 	}
-	q, err := t.build(cfg.Select)
-	if err != nil {
-		return Result{}, err
-	}
-	res := Result{Order: q.order}
-	if err := tx.QueryRow(ctx, q.count, q.args...).Scan(&res.Selected); err != nil {
-		return res, fmt.Errorf("count the selected outbox rows: %w", err)
+	var parts []part
+	var res Result
+	for i, dc := range append([]decoder.Config{cfg.Decoder}, cfg.More...) {
+		one := *cfg
+		one.Decoder = dc
+		t, err := readTable(ctx, tx, &one)
+		if err != nil {
+			return res, err
+		}
+		q, err := t.build(cfg.Select)
+		if err != nil {
+			return res, err
+		}
+		p := part{t: t, q: q}
+		if err := tx.QueryRow(ctx, q.count, q.args...).Scan(&p.count); err != nil {
+			return res, fmt.Errorf("count the selected outbox rows of %s: %w", t.name, err)
+		}
+		if p.dec, err = decoder.NewRowDecoder(dc, t.cols); err != nil {
+			return res, err
+		}
+		if i == 0 {
+			res.Order = q.order
+		}
+		res.Selected += p.count
+		parts = append(parts, p)
 	}
 	started(res.Selected)
-	dec, err := decoder.NewRowDecoder(cfg.Decoder, t.cols)
-	if err != nil {
-		return res, err
-	}
 	var n int64
-	err = fetchAll(ctx, tx, q, cfg.FetchRows, func(vals [][]byte) error {
-		m, bad, err := decodeRow(dec, t, cfg, vals, n)
+	for i, p := range parts {
+		err = fetchAll(ctx, tx, p.q, cfg.FetchRows, func(vals [][]byte) error {
+			m, bad, err := decodeRow(p.dec, p.t, cfg, vals, n)
+			if err != nil {
+				return err
+			}
+			switch {
+			case m != nil:
+				m.Table = i
+			case bad != nil:
+				bad.Table = i
+			}
+			if m != nil && !cfg.CountBefore.IsZero() && m.OccurredAt.Before(cfg.CountBefore) {
+				res.Before++
+			}
+			n++
+			return each(n-1, m, bad)
+		})
 		if err != nil {
-			return err
+			return res, err
 		}
-		if m != nil && !cfg.CountBefore.IsZero() && m.OccurredAt.Before(cfg.CountBefore) {
-			res.Before++
+		if _, err := tx.Exec(ctx, "CLOSE "+cursorName); err != nil {
+			return res, fmt.Errorf("close the outbox cursor: %w", err)
 		}
-		n++
-		return each(n-1, m, bad)
-	})
-	if err == nil && n != res.Selected {
+	}
+	if n != res.Selected {
 		err = fmt.Errorf("read %d rows where the count said %d", n, res.Selected)
 	}
 	return res, err

@@ -41,6 +41,10 @@ type Options struct {
 type Publishing struct {
 	// Decoder says how a row becomes a message, as for the stream.
 	Decoder decoder.Config
+	// More are the slot's further outbox tables (Config.More); recover
+	// reads them all, since the new slot replaces the old for all of
+	// them.
+	More []decoder.Config
 	// Sink publishes the messages.
 	Sink sink.Config
 	// NoPing skips the check that Kafka answers before anything is read:

@@ -30,6 +30,9 @@ type RecoverConfig struct {
 	// dead-letter table (parked rows, and what holds a key back) and the
 	// topics table (the partition counts the gap is routed by).
 	Schema schema.Config
+	// MoreSchemas are the slot's further outbox tables, in the order of
+	// Publishing.More: each parks into its own dead-letter table.
+	MoreSchemas []schema.Config
 	// Slot is the slot to replace, and the connection to PostgreSQL;
 	// Slot.Recoveries is where the recovery is marked pending.
 	Slot slot.Config
@@ -53,6 +56,8 @@ type Recovered struct {
 	// in.
 	Slot        string
 	DeadLetters schema.Table
+	// MoreDeadLetters are the further tables' (RecoverConfig.MoreSchemas).
+	MoreDeadLetters []schema.Table
 	// Since is the time selected (Options.Since, or the message's); zero
 	// with Options.All.
 	Since time.Time
@@ -84,8 +89,12 @@ func Recover(ctx context.Context, cfg RecoverConfig, log *zap.Logger) (Recovered
 	if err != nil {
 		return Recovered{}, err
 	}
-	return Recovered{Result: res, Slot: cfg.Slot.Slot, DeadLetters: cfg.Schema.DeadLetterTable(),
-		Since: r.since, From: r.from, Streams: r.newSlot.ConsistentPoint}, nil
+	rec := Recovered{Result: res, Slot: cfg.Slot.Slot, DeadLetters: cfg.Schema.DeadLetterTable(),
+		Since: r.since, From: r.from, Streams: r.newSlot.ConsistentPoint}
+	for _, sc := range cfg.MoreSchemas {
+		rec.MoreDeadLetters = append(rec.MoreDeadLetters, sc.DeadLetterTable())
+	}
+	return rec, nil
 }
 
 // recovery is one run of Recover.
@@ -93,7 +102,7 @@ type recovery struct {
 	cfg   RecoverConfig
 	log   *zap.Logger
 	pool  *pgxpool.Pool // the marker, the read transaction and the dead-letter table
-	store *dlq.Store
+	stores []*dlq.Store // each table's dead letters, in the order of Message.Table
 	table schema.Table // the recoveries table
 	// since and from are Recovered's.
 	since   time.Time
@@ -109,9 +118,13 @@ func newRecovery(ctx context.Context, cfg RecoverConfig, log *zap.Logger) (*reco
 	if r.pool, err = slot.OpenPool(cfg.Slot, 4); err != nil {
 		return nil, err
 	}
-	if r.store, err = dlq.New(r.pool, cfg.Schema.DeadLetterTable()); err != nil {
-		r.pool.Close()
-		return nil, err
+	for _, sc := range append([]schema.Config{cfg.Schema}, cfg.MoreSchemas...) {
+		st, err := dlq.New(r.pool, sc.DeadLetterTable())
+		if err != nil {
+			r.pool.Close()
+			return nil, err
+		}
+		r.stores = append(r.stores, st)
 	}
 	if err := r.resolveSince(ctx); err != nil {
 		r.pool.Close()
@@ -299,21 +312,35 @@ func (r *recovery) marker() slot.Recovery {
 
 // publish reads the selection in the new slot's snapshot and publishes it.
 func (r *recovery) publish(ctx context.Context, guard func() error) (Result, error) {
-	blocked, err := r.store.Blockers(ctx)
-	if err != nil {
-		return Result{}, err
+	var blocked []schema.Blocker
+	for i, st := range r.stores {
+		bs, err := st.Blockers(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		for _, b := range bs {
+			b.Table = i
+			blocked = append(blocked, b)
+		}
 	}
 	sc := r.cfg.Sink
 	sc.Guard, sc.Blocked = guard, blocked
 	// The gap goes by the partition counts the stream routes by.
+	var err error
 	if sc.Layouts, err = topics.New(r.pool, r.cfg.Schema.TopicsTable()); err != nil {
 		return Result{}, err
 	}
 	if r.cfg.Park {
-		sc.Park = r.store.Park
+		sc.Park = func(ctx context.Context, dl schema.DeadLetter) (bool, error) {
+			if dl.Table < 0 || dl.Table >= len(r.stores) {
+				return false, fmt.Errorf("park %s: a row of table %d, of %d", dl.Position, dl.Table, len(r.stores))
+			}
+			return r.stores[dl.Table].Park(ctx, dl)
+		}
 	}
 	cfg := Config{
 		Decoder:     r.cfg.Decoder,
+		More:        r.cfg.Publishing.More,
 		Select:      Selection{Since: r.from},
 		Snapshot:    r.newSlot.Name,
 		Position:    r.newSlot.ConsistentPoint - 1,
@@ -344,9 +371,17 @@ func (r Recovered) Summary() string {
 	if r.Since.IsZero() {
 		dups = "every row Kafka had already is a duplicate, which consumers drop by ce_id; "
 	}
+	dls := r.DeadLetters.String()
+	for _, t := range r.MoreDeadLetters {
+		dls += ", " + t.String()
+	}
+	if len(r.MoreDeadLetters) > 0 {
+		what += fmt.Sprintf(" of %d tables", len(r.MoreDeadLetters)+1)
+		dls = "their dead-letter tables (" + dls + ")"
+	}
 	return fmt.Sprintf("recovered slot %q: read %s, %d rows, in order of %s; %d published, %d parked in %s, in %s (%.0f rows/s); %s"+
 		"the slot streams from %s: start walrelay run",
-		r.Slot, what, r.Selected, r.Order, r.Published, r.Parked, r.DeadLetters,
+		r.Slot, what, r.Selected, r.Order, r.Published, r.Parked, dls,
 		r.Took.Round(time.Millisecond), r.Rate(), dups, r.Streams)
 }
 
