@@ -99,11 +99,11 @@ func Recover(ctx context.Context, cfg RecoverConfig, log *zap.Logger) (Recovered
 
 // recovery is one run of Recover.
 type recovery struct {
-	cfg   RecoverConfig
-	log   *zap.Logger
-	pool  *pgxpool.Pool // the marker, the read transaction and the dead-letter table
-	stores []*dlq.Store // each table's dead letters, in the order of Message.Table
-	table schema.Table // the recoveries table
+	cfg    RecoverConfig
+	log    *zap.Logger
+	pool   *pgxpool.Pool // the marker, the read transaction and the dead-letter table
+	stores []*dlq.Store  // each table's dead letters, in the order of Message.Table
+	table  schema.Table  // the recoveries table
 	// since and from are Recovered's.
 	since   time.Time
 	from    *time.Time
