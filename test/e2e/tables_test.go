@@ -381,6 +381,25 @@ func TestAddingATableLater(t *testing.T) {
 			t.Errorf("second table's row from after it was added %s: not in Kafka", id)
 		}
 	}
+
+	// Removing the second table's entry stops relaying it, and only it.
+	if code := r.Stop(); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d; want 0", code)
+	}
+	r = f.Run("--config", one)
+	kept, dropped := insert(f.Table, 5), insert(second, 5)
+	f.WaitConfirmed(r, f.CurrentLSN(), time.Minute)
+	own, later = ids(f.Topic("order")), ids(laterTopic)
+	for _, id := range kept {
+		if own[id] != 1 {
+			t.Errorf("first table's row after the second was removed %s: %d records; want 1", id, own[id])
+		}
+	}
+	for _, id := range dropped {
+		if later[id] != 0 {
+			t.Errorf("second table's row after its entry was removed %s: %d records; want none", id, later[id])
+		}
+	}
 	r.Running()
 }
 
