@@ -60,7 +60,7 @@ func Check(ctx context.Context, cfg Config, routes []schema.Message, routesErr e
 	}
 	c := &kafkaChecker{ctx: ctx,
 		client: &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: cfg.Transport, Timeout: cfg.WriteTimeout}}
-	topics, known, topicsResult := wantedTopics(cfg.TopicTemplate, routes, routesErr)
+	topics, known, topicsResult := tablesTopics(cfg, routes, routesErr)
 	// The transport answers from the cluster layout it read for Ping: this
 	// asks for no creation, and a missing topic reads as unknown.
 	md, err := c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
@@ -142,6 +142,37 @@ func hasPlaceholders(template string) bool {
 
 // wantedTopics returns the sorted topics walrelay will write, whether they
 // are known at all, and the result that says so.
+// tablesTopics is wantedTopics of each outbox table (schema.Message.Table
+// of the routes), by its own template, in one result: the topics of all
+// that are known, and a warning when one table's cannot be.
+func tablesTopics(cfg Config, routes []schema.Message, routesErr error) ([]string, bool, check.Result) {
+	if len(cfg.tables) <= 1 {
+		return wantedTopics(cfg.TopicTemplate, routes, routesErr)
+	}
+	var topics, found []string
+	var warn *check.Result
+	for i, t := range cfg.tables {
+		var mine []schema.Message
+		for _, m := range routes {
+			if m.Table == i {
+				mine = append(mine, m)
+			}
+		}
+		ts, known, res := wantedTopics(t.TopicTemplate, mine, routesErr)
+		found = append(found, fmt.Sprintf("table %d: %s", i+1, res.Found))
+		if !known && warn == nil {
+			warn = &res
+		}
+		topics = append(topics, ts...)
+	}
+	slices.Sort(topics)
+	topics = slices.Compact(topics)
+	if warn != nil {
+		return topics, len(topics) > 0, check.Warning("topics", strings.Join(found, "; "), warn.Fix)
+	}
+	return topics, true, check.Pass("topics", strings.Join(found, "; "))
+}
+
 func wantedTopics(template string, routes []schema.Message, routesErr error) ([]string, bool, check.Result) {
 	placeholders := hasPlaceholders(template)
 	switch {

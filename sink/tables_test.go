@@ -8,6 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/walrelay/walrelay/internal/check"
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -89,5 +90,27 @@ func TestSinkTablesValidated(t *testing.T) {
 	err := cfg.withDefaults().validate()
 	if err == nil || !strings.Contains(err.Error(), "table 1: topic template") || !strings.Contains(err.Error(), "table 2: ") {
 		t.Errorf("validate: %v; want table 1's template and table 2's header named", err)
+	}
+}
+
+// check's topics of several tables: each table's routes by its own
+// template, all in one result; a table whose topics cannot be known yet
+// makes it a warning, and the others' topics are still checked.
+func TestTablesTopics(t *testing.T) {
+	cfg := testConfig()
+	cfg.Tables = []TableConfig{{TopicTemplate: "own.{aggregate_type}"}, {TopicTemplate: "billing.{type}"}, {TopicTemplate: "fixed"}}
+	cfg = cfg.withDefaults()
+	routes := []schema.Message{
+		{AggregateType: "order", Type: "order.placed.v1"},
+		{AggregateType: "invoice", Type: "invoice.issued.v1", Table: 1},
+	}
+	topics, known, res := tablesTopics(cfg, routes, nil)
+	if want := []string{"billing.invoice.issued.v1", "fixed", "own.order"}; !known || res.Status != check.OK || strings.Join(topics, " ") != strings.Join(want, " ") {
+		t.Errorf("tablesTopics: %v, known %v, %+v; want %v, known, ok", topics, known, res, want)
+	}
+	topics, known, res = tablesTopics(cfg, routes[:1], nil) // the billing table has no rows yet
+	if !known || res.Status != check.Warn || !strings.Contains(res.Found, "table 2: template \"billing.{type}\" has placeholders and the outbox table has no rows") ||
+		strings.Join(topics, " ") != "fixed own.order" {
+		t.Errorf("tablesTopics without billing's rows: %v, known %v, %+v; want the others' topics and a warning naming table 2", topics, known, res)
 	}
 }

@@ -63,7 +63,27 @@ func Check(ctx context.Context, cfg Config) ([]check.Result, Routes) {
 	case decoder.CheckColumns(cfg.decoderConfig(), f.columns) != nil:
 		return results, Routes{Err: fmt.Errorf("the rows of %s cannot be decoded (see the table columns check)", cfg.Table)}
 	}
-	return results, readRoutes(ctx, conn, &cfg, f.columns)
+	routes := readRoutes(ctx, conn, &cfg, f.columns)
+	for i, o := range f.others {
+		if routes.Err != nil {
+			break
+		}
+		if o.tableErr != nil || !o.tableExists || o.columnsErr != nil {
+			routes = Routes{Err: fmt.Errorf("table %s cannot be read (see its checks)", o.cfg.Table)}
+			break
+		}
+		more := readRoutes(ctx, conn, o.cfg, o.columns)
+		if more.Err != nil {
+			routes = more
+			break
+		}
+		for _, m := range more.Messages {
+			m.Table = i + 1
+			routes.Messages = append(routes.Messages, m)
+		}
+		routes.Rows += more.Rows
+	}
+	return results, routes
 }
 
 // reachableResult says where the connection went, and as whom when the
