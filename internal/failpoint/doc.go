@@ -17,7 +17,8 @@
 //	after-status     a standby status update was sent
 //	publish          a message was handed to the sink (publish@500: the 500th)
 //	keepalive-reply  a reply to a keepalive that asked for one was sent
-//	reconnect        a session failed and a new one is about to start
+//	reconnect        a session failed (the replication stream, or the leader
+//	                 lock's) and a new one is about to start
 //	inbox-after-commit  package inbox: a record was handled (its transaction committed, or it was a duplicate), its Kafka offset not yet committed
 //	notifier-after-send examples/notifier: the SMTP server accepted an e-mail, its task not yet marked sent
 //

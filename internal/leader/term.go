@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
+
+	"github.com/walrelay/walrelay/internal/failpoint"
 )
 
 // errSteppedDown ends a session whose term is over; Run campaigns again.
@@ -151,6 +153,11 @@ func (e *Elector) lost(ctx context.Context, end ending) error {
 	e.changes.Inc()
 	switch {
 	case end.doubt != nil:
+		// The lock's session failed (PostgreSQL restarted, say): the term
+		// ends and a new campaign reconnects, as a failed replication
+		// session does (the relay's "reconnect" failpoint): whichever of
+		// the two notices first.
+		failpoint.Inject("reconnect")
 		e.log.Warn("leadership lost", zap.String("reason", "in doubt"), zap.Error(end.doubt))
 	case ctx.Err() != nil:
 		e.log.Info("leadership lost", zap.String("reason", "shutting down"))
