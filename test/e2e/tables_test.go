@@ -306,7 +306,6 @@ tables:
 func TestAddingATableLater(t *testing.T) {
 	t.Parallel()
 	f := harness.New(t, "order")
-	ctx := context.Background()
 	second := f.Table + "_later"
 	f.PG.DropTable(`"`+second+`"`, `"`+second+`_dead_letters"`)
 	ownerExec(t, f, `CREATE TABLE "`+second+`" (message_id uuid PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL,
@@ -325,17 +324,7 @@ func TestAddingATableLater(t *testing.T) {
 		return p
 	}
 	f.Unsetenv("WALRELAY_POSTGRES_URL", "WALRELAY_TABLE", "WALRELAY_TOPIC_TEMPLATE", "WALRELAY_SLOT", "WALRELAY_PUBLICATION")
-	insert := func(table string, n int) []string {
-		var ids []string
-		for i := range n {
-			id := harness.NewUUID()
-			_, err := f.DB.Exec(ctx, `INSERT INTO "`+table+`" (message_id, aggregate_type, aggregate_id, type, payload) VALUES ($1, 'order', $2, 'order.placed.v1', '{}')`,
-				id, fmt.Sprintf("a%d", i%3))
-			testkit.Must(t, err, "insert into %s", table)
-			ids = append(ids, id)
-		}
-		return ids
-	}
+	insert := func(table string, n int) []string { return insertOrders(t, f, table, n) }
 
 	one := write()
 	f.WalrelayOK("init", "--config", one)
@@ -409,7 +398,6 @@ func TestAddingATableLater(t *testing.T) {
 func TestRecoverASlotOfSeveralTables(t *testing.T) {
 	t.Parallel()
 	f := harness.New(t, "order")
-	ctx := context.Background()
 	second := f.Table + "_two"
 	f.PG.DropTable(`"`+second+`"`, `"`+second+`_dead_letters"`)
 	ownerExec(t, f, `CREATE TABLE "`+second+`" (message_id uuid PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL,
@@ -427,17 +415,7 @@ tables:
     topic-template: %s.two.{aggregate_type}
 `, f.PGURL, f.Slot, f.Publication, f.Table, f.TopicPrefix, second, f.TopicPrefix)), 0o600), "write the config file")
 	f.Unsetenv("WALRELAY_POSTGRES_URL", "WALRELAY_TABLE", "WALRELAY_TOPIC_TEMPLATE", "WALRELAY_SLOT", "WALRELAY_PUBLICATION")
-	insert := func(table string, n int) []string {
-		var ids []string
-		for i := range n {
-			id := harness.NewUUID()
-			_, err := f.DB.Exec(ctx, `INSERT INTO "`+table+`" (message_id, aggregate_type, aggregate_id, type, payload) VALUES ($1, 'order', $2, 'order.placed.v1', '{}')`,
-				id, fmt.Sprintf("a%d", i%3))
-			testkit.Must(t, err, "insert into %s", table)
-			ids = append(ids, id)
-		}
-		return ids
-	}
+	insert := func(table string, n int) []string { return insertOrders(t, f, table, n) }
 
 	f.WalrelayOK("init", "--config", config)
 	r := f.Run("--config", config)
@@ -475,4 +453,20 @@ tables:
 			}
 		}
 	}
+}
+
+// insertOrders commits n rows of walrelay's own shape into table of the
+// public schema, one transaction each, over three aggregates, and returns
+// their ids.
+func insertOrders(t *testing.T, f *harness.Fixture, table string, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		id := harness.NewUUID()
+		_, err := f.DB.Exec(context.Background(), `INSERT INTO "`+table+`" (message_id, aggregate_type, aggregate_id, type, payload) VALUES ($1, 'order', $2, 'order.placed.v1', '{}')`,
+			id, fmt.Sprintf("a%d", i%3))
+		testkit.Must(t, err, "insert into %s", table)
+		ids = append(ids, id)
+	}
+	return ids
 }
