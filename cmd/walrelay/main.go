@@ -19,8 +19,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// After the first signal a second one kills the process at once.
 	context.AfterFunc(ctx, stop)
+	stopProfile := startProfile()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	stopProfile()
 	if err != nil {
 		if !errors.Is(err, errUsage) {
 			fmt.Fprintf(os.Stderr, "walrelay: %v\n", err)

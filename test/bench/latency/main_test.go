@@ -19,6 +19,13 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
+// baselineEnv names a git revision whose walrelay TestBenchSteady measures
+// beside this tree's, rate by rate in the same run (before/after);
+// baselineBin is that build.
+const baselineEnv = "WALRELAY_BENCH_BASELINE"
+
+var baselineBin string
+
 func run(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "walrelay-bench-")
 	if err != nil {
@@ -32,5 +39,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	harness.Binary = bin
+	if rev := os.Getenv(baselineEnv); rev != "" {
+		if baselineBin, err = benchenv.BuildAt(dir, "walrelay-baseline", rev); err != nil {
+			fmt.Fprintln(os.Stderr, "latency:", err)
+			return 1
+		}
+	}
 	return m.Run()
 }

@@ -17,13 +17,13 @@ import (
 // renderSteady is the steady-load table, one row per rate.
 func renderSteady(results []steadyResult) string {
 	var b strings.Builder
-	b.WriteString("| target tx/s | achieved tx/s | walrelay µs/msg | its walsender µs/msg | pg_recvlogical µs/msg | its walsender µs/msg | walrelay / pg_recvlogical | <= 2x | kafka-go floor µs/msg | walrelay / floor | context switches/msg walrelay / pg_recvlogical / floor | walrelay RSS MiB peak / end | commit-to-ack p50 | p99 | produce requests/s (msgs each) | floor requests/s | machine CPU busy | other busy programs |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| walrelay | target tx/s | achieved tx/s | walrelay µs/msg | its walsender µs/msg | pg_recvlogical µs/msg | its walsender µs/msg | walrelay / pg_recvlogical | <= 2x | kafka-go floor µs/msg | walrelay / floor | context switches/msg walrelay / pg_recvlogical / floor | walrelay RSS MiB peak / end | commit-to-ack p50 | p99 | produce requests/s (msgs each) | floor requests/s | machine CPU busy | other busy programs |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, s := range results {
 		us := s.usPerMsg
 		ratio := us[relayProc] / us[recvProc]
-		fmt.Fprintf(&b, "| %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %.0f / %.0f | %s | %s | %.0f (%s) | %.0f | %.0f%% | %s |\n",
-			s.r.rate, s.r.pace.achieved,
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %.0f / %.0f | %s | %s | %.0f (%s) | %.0f | %.0f%% | %s |\n",
+			s.build, s.r.rate, s.r.pace.achieved,
 			orNA("%.1f", us[relayProc]), orNA("%.1f", us[relaySender]), orNA("%.1f", us[recvProc]), orNA("%.1f", us[recvSender]),
 			orNA("%.2fx", ratio), met(ratio), orNA("%.1f", s.floor.usPerMsg), orNA("%.2fx", us[relayProc]/s.floor.usPerMsg),
 			orNA("%.1f", s.switchesPerMsg[relayProc]), orNA("%.1f", s.switchesPerMsg[recvProc]), orNA("%.1f", s.floor.switchesPerMsg),
@@ -58,6 +58,9 @@ func writeSteadyReport(t *testing.T, e environment, flags []string, window time.
 	if s := os.Getenv(steadyRatesEnv); s != "" {
 		cmd = steadyRatesEnv + "=" + s + " " + cmd
 	}
+	if rev := os.Getenv(baselineEnv); rev != "" {
+		cmd = baselineEnv + "=" + rev + " " + cmd
+	}
 	var b strings.Builder
 	b.WriteString("## CPU at steady load (issue 37)\n\n")
 	fmt.Fprintf(&b, "Reproduce (rig running, `eval \"$(scripts/rig.sh env)\"`): `cd test && %s`\n\n", withRelayFlags(cmd, flags))
@@ -69,6 +72,8 @@ func writeSteadyReport(t *testing.T, e environment, flags []string, window time.
 		relaySetting(flags), len(steadyPayload(0)), writerConns, recvVersion(recvBin), window, warmupFor(window), benchenv.LoadAverage())
 	b.WriteString(renderSteady(results))
 	b.WriteString(`
+- *walrelay*: which build ran the row: this tree, or (with ` + "`" + baselineEnv + "=REV`" + `) the baseline built at that
+  git revision, measured just before this tree at the same rate, for a before/after on the same machine in one run.
 - *µs/msg*: the process's CPU time (user + system, the sum of its threads' /proc/<pid>/task/<tid>/schedstat, in ns)
   over the measured window only, per COMMIT the writer saw return in the window. *walrelay*: the relay process;
   *its walsender*: the PostgreSQL process serving walrelay's slot (the slot's active_pid); *pg_recvlogical* and

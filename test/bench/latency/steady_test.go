@@ -50,13 +50,26 @@ func TestBenchSteady(t *testing.T) {
 	recv := recvlogicalBin(t)
 	floor, err := benchenv.BuildPkg(t.TempDir(), "kafkafloor", "bench", "./test/bench/kafkafloor")
 	testkit.Must(t, err, "build kafkafloor")
+	builds := []steadyBuild{{"this tree", harness.Binary}}
+	if baselineBin != "" { // the baseline first at each rate, then this tree
+		builds = append([]steadyBuild{{os.Getenv(baselineEnv), baselineBin}}, builds...)
+	}
+	defer func(bin string) { harness.Binary = bin }(harness.Binary)
 	var results []steadyResult
 	for _, rate := range ratesFrom(t, steadyRatesEnv, steadyRates) {
-		var r steadyResult
-		if !t.Run(fmt.Sprintf("%d_tx_per_s", rate), func(t *testing.T) { r = measureSteady(t, rate, window, flags, recv, floor) }) {
-			return // a run that did not complete has no figures to report
+		for _, b := range builds {
+			harness.Binary = b.bin
+			var r steadyResult
+			name := fmt.Sprintf("%d_tx_per_s", rate)
+			if len(builds) > 1 {
+				name += "/" + strings.ReplaceAll(b.name, " ", "_")
+			}
+			if !t.Run(name, func(t *testing.T) { r = measureSteady(t, rate, window, flags, recv, floor) }) {
+				return // a run that did not complete has no figures to report
+			}
+			r.build = b.name
+			results = append(results, r)
 		}
-		results = append(results, r)
 	}
 	t.Logf("CPU at steady load:\n%s", renderSteady(results))
 	writeSteadyReport(t, env, flags, window, recv, results)
@@ -64,10 +77,14 @@ func TestBenchSteady(t *testing.T) {
 
 // steadyResult is one rate's row.
 type steadyResult struct {
+	build string // which walrelay: "this tree", or the baseline's revision
 	r result // measure's: the writer's pace, the histogram, the surroundings
 	side
 	floor floorResult
 }
+
+// steadyBuild is a walrelay binary TestBenchSteady measures.
+type steadyBuild struct{ name, bin string }
 
 // measureSteady is one rate: walrelay and pg_recvlogical on the writer's
 // WAL, then the floor.
