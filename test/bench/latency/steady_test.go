@@ -78,7 +78,7 @@ func TestBenchSteady(t *testing.T) {
 // steadyResult is one rate's row.
 type steadyResult struct {
 	build string // which walrelay: "this tree", or the baseline's revision
-	r result // measure's: the writer's pace, the histogram, the surroundings
+	r     result // measure's: the writer's pace, the histogram, the surroundings
 	side
 	floor floorResult
 }
