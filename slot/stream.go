@@ -35,9 +35,6 @@ type Stream struct {
 	walEnd     pglogrepl.LSN
 	nextStatus time.Time // the next status update is due, changed or not
 	nextCheck  time.Time // the next look at whether pos() moved
-	// deadline is the read deadline set on the connection: wake(), set
-	// only when it changes.
-	deadline time.Time
 
 	// batch holds the events read and not yet handed to out, batchBytes
 	// their data's size (see MaxBatchEvents).
@@ -211,36 +208,17 @@ func (s *Stream) startReplication(ctx context.Context) error {
 
 // receive reads the stream until ctx is done or it fails.
 //
-// Reads wait under a deadline on the connection itself, moved only when
-// wake() moves, and ctx's end sets it to now: a context per read would
-// start and stop a timer and a watch for every message (issue 37).
+// Each read waits under a context of its own, up to wake(). A read deadline
+// kept on the connection instead is cheaper for walrelay, and makes the
+// walsender costlier (DECISIONS.md 37).
 func (s *Stream) receive(ctx context.Context, out chan<- []Event, pos Position) error {
-	conn := s.conn.Conn()
-	unwatched := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		conn.SetReadDeadline(time.Now())
-		close(unwatched)
-	})
-	defer func() {
-		if !stop() {
-			<-unwatched
-		}
-		// finish and endCopy read again, under their own contexts.
-		conn.SetReadDeadline(time.Time{})
-		s.deadline = time.Time{}
-	}()
 	for {
 		if err := s.statusIfDue(ctx, pos); err != nil {
 			return err
 		}
-		if d := s.wake(); !d.Equal(s.deadline) {
-			conn.SetReadDeadline(d)
-			s.deadline = d
-		}
-		if ctx.Err() != nil { // its end may have come before the deadline was set
-			return ctx.Err()
-		}
-		msg, err := s.conn.ReceiveMessage(context.Background())
+		rctx, cancel := context.WithDeadline(ctx, s.wake())
+		msg, err := s.conn.ReceiveMessage(rctx)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -37,7 +37,8 @@ type result struct {
 	capped       bool
 	walBytes     int64
 	payloadBytes int64
-	runs         [runCount]measure // each run's median round
+	runs         [runCount]measure   // each run's median round
+	all          [][runCount]measure // every round, for the spread
 	rounds       int
 	records      int64 // in the Kafka run's topic
 }
@@ -112,6 +113,7 @@ func drainShape(t *testing.T, pgURL, brokers string, s shape, payload int) resul
 		all = append(all, m)
 	}
 	r.runs = medianRuns(all)
+	r.all = all
 	return r
 }
 

@@ -4,6 +4,7 @@ package drain
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -21,10 +22,18 @@ func report(t *testing.T, pgURL, brokers string, scale float64, results []result
 	header(&b, t, "Drain: a backlog against pg_recvlogical", fmt.Sprintf(
 		"cd test && WALRELAY_BENCH_SCALE=%g go test -tags bench -run TestBenchDrain -count=1 -timeout 0 -v ./bench/drain", scale),
 		pgURL, brokers, load)
+	plainTable(&b, results)
+	b.WriteString("\n")
 	table(&b, results)
 	b.WriteString("\n")
 	cpuTable(&b, results)
 	b.WriteString(`
+- The first table (issue 37) reads the rounds: kafka / recv is walrelay's msg/s to Kafka over pg_recvlogical's
+  (the faster of its two runs of the round), the median round's and the lowest and highest round's; recv wall s
+  is the spread of every pg_recvlogical run, which is the baseline's own noise (the walsender's mode, issue 21).
+  The walsender floor is the least CPU per message any walsender spent decoding this WAL for any reader in any
+  round (its reader named): walrelay's walsender at that floor and walrelay's own CPU per message (median round,
+  then the spread) say what bounds its drain once the ratio stops moving.
 - rows: WALRELAY_BENCH_SCALE times the issue's shape; * = cut so that the shape's WAL stays under ~3 GB.
   Payload: JSON around random base64 text (TOAST cannot compress it), 1000 aggregate ids.
 - Each run drains the same WAL through its own slot, all created before the load; a round runs, in this order:
@@ -100,6 +109,46 @@ func table(b *strings.Builder, results []result) {
 			base.cpu.Seconds(), d.cpu.Seconds(), k.cpu.Seconds(), d.maxRSS>>20, k.maxRSS>>20,
 			base.walsender.Seconds(), d.walsender.Seconds(), k.walsender.Seconds(), k.broker.Seconds(), k.brokerJIT.Seconds(),
 			r.runs[runRecv].wall.Seconds(), r.runs[runRecv2].wall.Seconds())
+	}
+}
+
+// plainTable is the drain in plain words (issue 37): walrelay's speed to
+// Kafka against pg_recvlogical's with its spread over the rounds, the
+// floor the WAL's decoding sets (the walsender's cheapest CPU per message
+// for it, whichever reader it served), and walrelay's own CPU per message
+// beside it, with its spread.
+func plainTable(b *strings.Builder, results []result) {
+	b.WriteString("In plain words: how fast walrelay drains to Kafka against pg_recvlogical, how much that ratio moves " +
+		"from round to round, the walsender's cheapest CPU per message for this WAL (a floor no reader goes under), and " +
+		"walrelay's own CPU per message beside it.\n\n")
+	b.WriteString("| shape | payload | rounds | kafka / recv, median (lowest–highest round) | recv wall s, lowest–highest | " +
+		"walsender floor µs/msg (its reader) | walsender µs/msg for walrelay | walrelay µs/msg, median (lowest–highest) |\n")
+	b.WriteString("|" + strings.Repeat("---|", 8) + "\n")
+	for _, r := range results {
+		rows := float64(r.shape.rows())
+		us := func(d time.Duration) float64 { return float64(d.Microseconds()) / rows }
+		lo, hi := math.Inf(1), math.Inf(-1)
+		wlo, whi := math.Inf(1), math.Inf(-1)
+		clo, chi := math.Inf(1), math.Inf(-1)
+		floor, floorBy := math.Inf(1), ""
+		for _, m := range r.all {
+			recv := min(m[runRecv].wall, m[runRecv2].wall)
+			ratio := recv.Seconds() / m[runKafka].wall.Seconds() // speed ratio: its msg/s over recv's
+			lo, hi = min(lo, ratio), max(hi, ratio)
+			for _, run := range []int{runRecv, runRecv2} {
+				wlo, whi = min(wlo, m[run].wall.Seconds()), max(whi, m[run].wall.Seconds())
+			}
+			clo, chi = min(clo, us(m[runKafka].cpu)), max(chi, us(m[runKafka].cpu))
+			for run, mm := range m {
+				if mm.walsender > 0 && us(mm.walsender) < floor {
+					floor, floorBy = us(mm.walsender), runNames[run]
+				}
+			}
+		}
+		k := r.runs[runKafka]
+		fmt.Fprintf(b, "| %s | %s | %d | %.2f (%.2f–%.2f) | %.2f–%.2f | %.1f (%s) | %.1f | %.1f (%.1f–%.1f) |\n",
+			r.shape.name, payloadName(r.payload), len(r.all), r.rate(k)/r.rate(r.baseline()), lo, hi, wlo, whi,
+			floor, floorBy, us(k.walsender), us(k.cpu), clo, chi)
 	}
 }
 
