@@ -211,16 +211,14 @@ func (f *fixture) waitConfirmed(want pglogrepl.LSN, within time.Duration) time.D
 type run struct {
 	t       *testing.T
 	cancel  context.CancelFunc
-	events  chan []slot.Event
-	pending []slot.Event // of the last batch received, not yet taken
+	events  chan slot.Event
 	drained chan struct{}
 	done    chan error
 	pos     atomic.Uint64
 	stopped sync.Once
 }
 
-// startRun starts cfg's stream, buffer batches on its out channel;
-// t.Cleanup stops it if the test did not.
+// startRun starts cfg's stream; t.Cleanup stops it if the test did not.
 func startRun(t *testing.T, cfg slot.Config, buffer int) *run {
 	t.Helper()
 	st, err := slot.New(cfg, zaptest.NewLogger(t), nil)
@@ -231,7 +229,7 @@ func startRun(t *testing.T, cfg slot.Config, buffer int) *run {
 	r := &run{
 		t:       t,
 		cancel:  cancel,
-		events:  make(chan []slot.Event, buffer),
+		events:  make(chan slot.Event, buffer),
 		drained: make(chan struct{}),
 		done:    make(chan error, 1),
 	}
@@ -269,47 +267,21 @@ func (r *run) drain(within time.Duration) bool {
 	}
 }
 
-// receive returns the next event: ok is false when out was closed, and
-// timedOut true when timeout came first. It checks what Run promises of a
-// batch: never empty, at most slot.MaxBatchEvents, KindStart alone.
-func (r *run) receive(timeout <-chan time.Time) (ev slot.Event, ok, timedOut bool) {
-	r.t.Helper()
-	if len(r.pending) == 0 {
-		select {
-		case batch, open := <-r.events:
-			if !open {
-				return slot.Event{}, false, false
-			}
-			if len(batch) == 0 || len(batch) > slot.MaxBatchEvents {
-				r.t.Fatalf("batch from out: got %d events; want 1 to %d", len(batch), slot.MaxBatchEvents)
-			}
-			for _, ev := range batch {
-				if ev.Kind == slot.KindStart && len(batch) > 1 {
-					r.t.Fatalf("batch from out: got KindStart among %d events; want it alone", len(batch))
-				}
-			}
-			r.pending = batch
-		case <-timeout:
-			return slot.Event{}, false, true
-		}
-	}
-	ev, r.pending = r.pending[0], r.pending[1:]
-	return ev, true, false
-}
-
 // next returns the next event that is not a keepalive.
 func (r *run) next(within time.Duration) slot.Event {
 	r.t.Helper()
 	timeout := time.After(within)
 	for {
-		ev, ok, timedOut := r.receive(timeout)
-		switch {
-		case timedOut:
+		select {
+		case ev, ok := <-r.events:
+			if !ok {
+				r.t.Fatalf("out: got closed (Run returned %v); want an event", r.result(time.Second))
+			}
+			if ev.Kind != slot.KindKeepalive {
+				return ev
+			}
+		case <-timeout:
 			r.t.Fatalf("next event: got none within %s; want one", within)
-		case !ok:
-			r.t.Fatalf("out: got closed (Run returned %v); want an event", r.result(time.Second))
-		case ev.Kind != slot.KindKeepalive:
-			return ev
 		}
 	}
 }

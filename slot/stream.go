@@ -35,29 +35,7 @@ type Stream struct {
 	walEnd     pglogrepl.LSN
 	nextStatus time.Time // the next status update is due, changed or not
 	nextCheck  time.Time // the next look at whether pos() moved
-
-	// batch holds the events read and not yet handed to out, batchBytes
-	// their data's size (see MaxBatchEvents).
-	batch      []Event
-	batchBytes int
 }
-
-// Events reach the consumer in batches: a transaction's messages (its
-// Begin, rows and Commit arrive together, once it committed) go over the
-// channel as one hand-off instead of one each, which at a steady load of
-// small transactions spares the consumer's goroutine two wake-ups in three
-// (issue 37). A batch is handed off at a Commit, a logical message, a
-// keepalive, the Start, a message of a kind not known to belong inside a
-// transaction, when it holds MaxBatchEvents events or maxBatchBytes of data,
-// and whenever a read waits until its deadline: nothing waits in a batch
-// longer than the stream's ConfirmInterval.
-const (
-	// MaxBatchEvents is the most events one batch holds.
-	MaxBatchEvents = 64
-	// maxBatchBytes bounds the data of one batch (a single larger message
-	// goes alone).
-	maxBatchBytes = 256 << 10
-)
 
 // New validates cfg. metrics may be nil.
 func New(cfg Config, log *zap.Logger, metrics *Metrics) (*Stream, error) {
@@ -72,16 +50,14 @@ func New(cfg Config, log *zap.Logger, metrics *Metrics) (*Stream, error) {
 }
 
 // Run checks the server, publication and slot, starts replication and
-// delivers events to out, in WAL order and in batches of at most
-// MaxBatchEvents (never empty), until ctx is done or the stream fails. The
-// first event is KindStart, alone in its batch. The consumer owns each
-// batch it receives.
+// delivers events to out, in WAL order, until ctx is done or the stream
+// fails. The first event is KindStart.
 //
 // Then it stops receiving, closes out, and keeps answering the server until
 // drained is closed (the consumer has finished with everything it
 // received); it sends a final status update with pos() and returns. pos is
 // called from Run's goroutine only. Run returns nil after a stop by ctx.
-func (s *Stream) Run(ctx context.Context, out chan<- []Event, pos Position, drained <-chan struct{}) (err error) {
+func (s *Stream) Run(ctx context.Context, out chan<- Event, pos Position, drained <-chan struct{}) (err error) {
 	closed := false
 	closeOut := func() {
 		if !closed {
@@ -104,7 +80,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- []Event, pos Position, drai
 	s.log.Info("replication started", zap.String("slot", s.cfg.Slot), zap.Stringer("confirmed_flush_lsn", info.ConfirmedFlush),
 		zap.String("server", s.server.Addr), zap.Int32("timeline", s.server.Timeline))
 
-	if err := s.deliver(ctx, out, pos, []Event{{Kind: KindStart, Pos: info.ConfirmedFlush, Server: &s.server}}); err == nil {
+	if err := s.deliver(ctx, out, pos, Event{Kind: KindStart, Pos: info.ConfirmedFlush, Server: &s.server}); err == nil {
 		err = s.receive(ctx, out, pos)
 		if err != nil && ctx.Err() == nil {
 			return err
@@ -207,11 +183,7 @@ func (s *Stream) startReplication(ctx context.Context) error {
 }
 
 // receive reads the stream until ctx is done or it fails.
-//
-// Each read waits under a context of its own, up to wake(). A read deadline
-// kept on the connection instead is cheaper for walrelay, and makes the
-// walsender costlier (DECISIONS.md 37).
-func (s *Stream) receive(ctx context.Context, out chan<- []Event, pos Position) error {
+func (s *Stream) receive(ctx context.Context, out chan<- Event, pos Position) error {
 	for {
 		if err := s.statusIfDue(ctx, pos); err != nil {
 			return err
@@ -224,9 +196,6 @@ func (s *Stream) receive(ctx context.Context, out chan<- []Event, pos Position) 
 				return ctx.Err()
 			}
 			if pgconn.Timeout(err) {
-				if err := s.flush(ctx, out, pos); err != nil {
-					return err
-				}
 				continue
 			}
 			var big *pgproto3.ExceededMaxBodyLenErr
@@ -241,7 +210,7 @@ func (s *Stream) receive(ctx context.Context, out chan<- []Event, pos Position) 
 	}
 }
 
-func (s *Stream) handle(ctx context.Context, out chan<- []Event, pos Position, msg pgproto3.BackendMessage) error {
+func (s *Stream) handle(ctx context.Context, out chan<- Event, pos Position, msg pgproto3.BackendMessage) error {
 	switch m := msg.(type) {
 	case *pgproto3.CopyData:
 		return s.handleCopyData(ctx, out, pos, m.Data)
@@ -253,7 +222,7 @@ func (s *Stream) handle(ctx context.Context, out chan<- []Event, pos Position, m
 	return nil
 }
 
-func (s *Stream) handleCopyData(ctx context.Context, out chan<- []Event, pos Position, data []byte) error {
+func (s *Stream) handleCopyData(ctx context.Context, out chan<- Event, pos Position, data []byte) error {
 	if len(data) == 0 {
 		return fmt.Errorf("slot %q: empty CopyData message", s.cfg.Slot)
 	}
@@ -264,8 +233,7 @@ func (s *Stream) handleCopyData(ctx context.Context, out chan<- []Event, pos Pos
 			return fmt.Errorf("slot %q: %w", s.cfg.Slot, err)
 		}
 		s.observeWALEnd(pkm.ServerWALEnd)
-		s.batch = append(s.batch, Event{Kind: KindKeepalive, Pos: pkm.ServerWALEnd})
-		if err := s.flush(ctx, out, pos); err != nil {
+		if err := s.deliver(ctx, out, pos, Event{Kind: KindKeepalive, Pos: pkm.ServerWALEnd}); err != nil {
 			return err
 		}
 		if pkm.ReplyRequested {
@@ -283,33 +251,9 @@ func (s *Stream) handleCopyData(ctx context.Context, out chan<- []Event, pos Pos
 		// consumer gets its own copy.
 		own := make([]byte, len(xld.WALData))
 		copy(own, xld.WALData)
-		s.batch = append(s.batch, Event{Kind: KindData, Pos: xld.WALStart, Data: own})
-		s.batchBytes += len(own)
-		if endsBatch(own) || len(s.batch) >= MaxBatchEvents || s.batchBytes >= maxBatchBytes {
-			return s.flush(ctx, out, pos)
-		}
+		return s.deliver(ctx, out, pos, Event{Kind: KindData, Pos: xld.WALStart, Data: own})
 	}
 	return nil
-}
-
-// endsBatch reports whether a pgoutput message ends the batch it is in: all
-// but the kinds that come inside a transaction, before its Commit, do.
-func endsBatch(data []byte) bool {
-	switch data[0] {
-	case 'B', 'R', 'Y', 'O', 'I', 'U', 'D', 'T':
-		return false
-	}
-	return true
-}
-
-// flush hands the batch to out, if it holds anything.
-func (s *Stream) flush(ctx context.Context, out chan<- []Event, pos Position) error {
-	if len(s.batch) == 0 {
-		return nil
-	}
-	batch := s.batch
-	s.batch, s.batchBytes = nil, 0
-	return s.deliver(ctx, out, pos, batch)
 }
 
 func (s *Stream) observeWALEnd(end pglogrepl.LSN) {
@@ -318,18 +262,18 @@ func (s *Stream) observeWALEnd(end pglogrepl.LSN) {
 	}
 }
 
-// deliver hands batch to out, sending status updates while it waits so that
-// a blocked consumer (Kafka down) never silences the connection.
-func (s *Stream) deliver(ctx context.Context, out chan<- []Event, pos Position, batch []Event) error {
+// deliver hands ev to out, sending status updates while it waits so that a
+// blocked consumer (Kafka down) never silences the connection.
+func (s *Stream) deliver(ctx context.Context, out chan<- Event, pos Position, ev Event) error {
 	select {
-	case out <- batch: // the common case: the consumer keeps up
+	case out <- ev: // the common case: the consumer keeps up
 		return nil
 	default:
 	}
 	for {
 		timer := time.NewTimer(time.Until(s.wake()))
 		select {
-		case out <- batch:
+		case out <- ev:
 			timer.Stop()
 			return nil
 		case <-ctx.Done():

@@ -174,26 +174,27 @@ func TestStreamKeepalive(t *testing.T) {
 	timeout := time.After(within)
 	var last pglogrepl.LSN
 	for {
-		ev, ok, timedOut := r.receive(timeout)
-		switch {
-		case timedOut:
+		select {
+		case ev, ok := <-r.events:
+			if !ok {
+				t.Fatalf("out: got closed (Run returned %v); want a keepalive", r.result(time.Second))
+			}
+			switch {
+			case ev.Kind == slot.KindKeepalive && ev.Pos >= wal:
+				t.Logf("keepalive at %s >= %s after %s", ev.Pos, wal, time.Since(start))
+				return
+			case ev.Kind == slot.KindKeepalive:
+				last = ev.Pos
+			case ev.Kind == slot.KindData && (ev.Data[0] == 'B' || ev.Data[0] == 'C'):
+				// An empty transaction: servers before 15 send them.
+			case ev.Kind == slot.KindData && ev.Data[0] == 'M':
+				// A logical message, which reaches every slot of the
+				// database: the heartbeat of a test running beside this one.
+			default:
+				t.Fatalf("event with an idle outbox: got kind %d %q; want keepalives", ev.Kind, ev.Data)
+			}
+		case <-timeout:
 			t.Fatalf("keepalive within %s: got last at %s; want one at or past %s", within, last, wal)
-		case !ok:
-			t.Fatalf("out: got closed (Run returned %v); want a keepalive", r.result(time.Second))
-		}
-		switch {
-		case ev.Kind == slot.KindKeepalive && ev.Pos >= wal:
-			t.Logf("keepalive at %s >= %s after %s", ev.Pos, wal, time.Since(start))
-			return
-		case ev.Kind == slot.KindKeepalive:
-			last = ev.Pos
-		case ev.Kind == slot.KindData && (ev.Data[0] == 'B' || ev.Data[0] == 'C'):
-			// An empty transaction: servers before 15 send them.
-		case ev.Kind == slot.KindData && ev.Data[0] == 'M':
-			// A logical message, which reaches every slot of the
-			// database: the heartbeat of a test running beside this one.
-		default:
-			t.Fatalf("event with an idle outbox: got kind %d %q; want keepalives", ev.Kind, ev.Data)
 		}
 	}
 }
@@ -233,8 +234,10 @@ func TestStreamWaitsForActiveSlot(t *testing.T) {
 
 	cfg.ActiveRetryMin, cfg.ActiveRetryMax = 100*time.Millisecond, 300*time.Millisecond
 	b := startRun(t, cfg, 1024)
-	if ev, ok, timedOut := b.receive(time.After(time.Second)); !timedOut {
+	select {
+	case ev, ok := <-b.events:
 		t.Fatalf("stream B while A holds the slot: got event %+v (open %t, Run %v); want none", ev, ok, b.result(time.Second))
+	case <-time.After(time.Second):
 	}
 
 	a.stop()
@@ -333,78 +336,4 @@ func TestStreamRefusesAMessageOverTheLimit(t *testing.T) {
 		t.Fatalf("Run after a 64 KiB row with an 8 KiB limit: got %v; want a *TooLargeError naming the limit", err)
 	}
 	r.closeDrained()
-}
-
-// TestStreamHandsATransactionOverInOneBatch: a small transaction reaches
-// the consumer as one batch, Begin to Commit (one hand-off, not one per
-// message); a large one in batches of at most MaxBatchEvents, the last
-// ending with its Commit.
-func TestStreamHandsATransactionOverInOneBatch(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	f.initSlot()
-	r := startRun(t, f.config(), 1024)
-	r.start(10 * time.Second)
-
-	// dataBatches reads batches until one ends with a Commit, skipping
-	// keepalives and others' logical messages (heartbeats of tests beside).
-	dataBatches := func() [][]slot.Event {
-		t.Helper()
-		var got [][]slot.Event
-		timeout := time.After(10 * time.Second)
-		for {
-			select {
-			case batch, ok := <-r.events:
-				if !ok {
-					t.Fatalf("out: got closed (Run returned %v); want batches", r.result(time.Second))
-				}
-				var data []slot.Event
-				for _, ev := range batch {
-					if ev.Kind == slot.KindData && ev.Data[0] != 'M' {
-						data = append(data, ev)
-					}
-				}
-				if len(data) == 0 {
-					continue
-				}
-				if len(batch) > slot.MaxBatchEvents {
-					t.Fatalf("batch: got %d events; want at most %d", len(batch), slot.MaxBatchEvents)
-				}
-				got = append(got, data)
-				if data[len(data)-1].Data[0] == 'C' {
-					return got
-				}
-			case <-timeout:
-				t.Fatalf("batches within 10s: got %d, none ending with a Commit", len(got))
-			}
-		}
-	}
-	kinds := func(batch []slot.Event) string {
-		var b strings.Builder
-		for _, ev := range batch {
-			b.WriteByte(ev.Data[0])
-		}
-		return b.String()
-	}
-
-	f.exec("INSERT INTO " + f.table.Quoted() + " (note) SELECT 'small' FROM generate_series(1, 3)")
-	small := dataBatches()
-	if len(small) != 1 || !regexp.MustCompile(`^BR?IIIC$`).MatchString(kinds(small[0])) {
-		var all []string
-		for _, b := range small {
-			all = append(all, kinds(b))
-		}
-		t.Fatalf("a transaction of 3 rows: got batches %q; want one, B(R)IIIC", all)
-	}
-
-	f.exec("INSERT INTO " + f.table.Quoted() + " (note) SELECT 'large' FROM generate_series(1, 200)")
-	large := dataBatches()
-	rows := 0
-	for _, b := range large {
-		rows += strings.Count(kinds(b), "I")
-	}
-	if len(large) < 200/slot.MaxBatchEvents || rows != 200 || kinds(large[0])[0] != 'B' {
-		t.Fatalf("a transaction of 200 rows: got %d batches holding %d rows, the first starting %q; want at least %d batches of 200 rows from a Begin",
-			len(large), rows, kinds(large[0])[:1], 200/slot.MaxBatchEvents)
-	}
 }

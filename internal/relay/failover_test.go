@@ -18,8 +18,8 @@ import (
 // startsOn is a stream that starts on server srv, then fails (err) or, with
 // a nil err, streams until stopped.
 func startsOn(srv slot.Server, err error) streamFunc {
-	return func(ctx context.Context, out chan<- []slot.Event, _ slot.Position, drained <-chan struct{}) error {
-		out <- []slot.Event{{Kind: slot.KindStart, Pos: 100, Server: &srv}}
+	return func(ctx context.Context, out chan<- slot.Event, _ slot.Position, drained <-chan struct{}) error {
+		out <- slot.Event{Kind: slot.KindStart, Pos: 100, Server: &srv}
 		if err != nil {
 			close(out)
 			return err
@@ -32,7 +32,7 @@ func startsOn(srv slot.Server, err error) streamFunc {
 }
 
 // missingSlot is a stream whose preflight finds no slot.
-func missingSlot(_ context.Context, out chan<- []slot.Event, _ slot.Position, _ <-chan struct{}) error {
+func missingSlot(_ context.Context, out chan<- slot.Event, _ slot.Position, _ <-chan struct{}) error {
 	close(out)
 	return &slot.ConfigError{Result: check.Failure("slot", `slot "walrelay" does not exist`, "Run `walrelay init`.")}
 }
@@ -99,7 +99,7 @@ func TestRelaySaysWhereTheGapStartsWhenTheSlotIsGone(t *testing.T) {
 // A slot the server invalidated (wal_status lost) is gone as a missing one
 // is: the same stop line, never a plain configuration verdict.
 func TestRelayStopsWithTheRecoverLineWhenTheSlotIsLost(t *testing.T) {
-	lostSlot := func(_ context.Context, out chan<- []slot.Event, _ slot.Position, _ <-chan struct{}) error {
+	lostSlot := func(_ context.Context, out chan<- slot.Event, _ slot.Position, _ <-chan struct{}) error {
 		close(out)
 		return &slot.ConfigError{Result: check.Failure("slot wal_status", `lost: the server removed WAL slot "walrelay" needed`, "Run walrelay recover.")}
 	}

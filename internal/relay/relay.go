@@ -25,8 +25,7 @@ type Config struct {
 	// replayed on the next start). Defaults to 30s.
 	ShutdownTimeout time.Duration
 	// EventBuffer is the number of replication events queued between the
-	// stream and the pump, in batches of up to slot.MaxBatchEvents.
-	// Defaults to 1024.
+	// stream and the pump. Defaults to 1024.
 	EventBuffer int
 	// RestartBackoffMin and RestartBackoffMax bound the exponential backoff,
 	// with full jitter, between sessions after a transient failure (a lost
@@ -75,7 +74,7 @@ func Defaults() Config {
 
 // stream is the replication side, as the relay uses it (slot.Stream).
 type stream interface {
-	Run(ctx context.Context, out chan<- []slot.Event, pos slot.Position, drained <-chan struct{}) error
+	Run(ctx context.Context, out chan<- slot.Event, pos slot.Position, drained <-chan struct{}) error
 }
 
 // Publisher is the Kafka side, as the relay uses it (sink.Sink). It acks

@@ -32,14 +32,14 @@ type fakeStream struct {
 	pos      atomic.Pointer[slot.Position]
 }
 
-func (f *fakeStream) Run(ctx context.Context, out chan<- []slot.Event, pos slot.Position, drained <-chan struct{}) error {
+func (f *fakeStream) Run(ctx context.Context, out chan<- slot.Event, pos slot.Position, drained <-chan struct{}) error {
 	f.pos.Store(&pos)
 	defer func() { f.finalPos <- pos() }()
 	for {
 		select {
 		case ev := <-f.feed:
 			select {
-			case out <- []slot.Event{ev}:
+			case out <- ev:
 			case <-ctx.Done():
 			}
 		case <-ctx.Done():
@@ -480,22 +480,22 @@ func TestRelayHandsABadRowToThePublisher(t *testing.T) {
 }
 
 // streamFunc is a stream made of one function.
-type streamFunc func(ctx context.Context, out chan<- []slot.Event, pos slot.Position, drained <-chan struct{}) error
+type streamFunc func(ctx context.Context, out chan<- slot.Event, pos slot.Position, drained <-chan struct{}) error
 
-func (f streamFunc) Run(ctx context.Context, out chan<- []slot.Event, pos slot.Position, drained <-chan struct{}) error {
+func (f streamFunc) Run(ctx context.Context, out chan<- slot.Event, pos slot.Position, drained <-chan struct{}) error {
 	return f(ctx, out, pos, drained)
 }
 
 // failingAfterStart delivers Start, then fails like a lost connection.
-func failingAfterStart(ctx context.Context, out chan<- []slot.Event, _ slot.Position, drained <-chan struct{}) error {
+func failingAfterStart(ctx context.Context, out chan<- slot.Event, _ slot.Position, drained <-chan struct{}) error {
 	defer close(out)
-	out <- []slot.Event{{Kind: slot.KindStart, Pos: 100}}
+	out <- slot.Event{Kind: slot.KindStart, Pos: 100}
 	return errors.New("receive from slot: unexpected EOF")
 }
 
 // streamingUntilStopped delivers Start and streams until ctx is done.
-func streamingUntilStopped(ctx context.Context, out chan<- []slot.Event, _ slot.Position, drained <-chan struct{}) error {
-	out <- []slot.Event{{Kind: slot.KindStart, Pos: 100}}
+func streamingUntilStopped(ctx context.Context, out chan<- slot.Event, _ slot.Position, drained <-chan struct{}) error {
+	out <- slot.Event{Kind: slot.KindStart, Pos: 100}
 	<-ctx.Done()
 	close(out)
 	<-drained
@@ -530,7 +530,7 @@ func TestRelayStartsANewSessionAfterATransientFailure(t *testing.T) {
 }
 
 func TestRelayFailsFastWhenItNeverStreamed(t *testing.T) {
-	refused := func(ctx context.Context, out chan<- []slot.Event, _ slot.Position, _ <-chan struct{}) error {
+	refused := func(ctx context.Context, out chan<- slot.Event, _ slot.Position, _ <-chan struct{}) error {
 		close(out)
 		return errors.New("connect to postgres: connection refused")
 	}
@@ -548,29 +548,25 @@ func TestRelayFailsFastWhenItNeverStreamed(t *testing.T) {
 // published again by the next session: its messages count as known
 // replays; a transaction that was still pending does not.
 func TestRelayCountsKnownReplays(t *testing.T) {
-	txns := func(out chan<- []slot.Event) {
-		out <- []slot.Event{{Kind: slot.KindStart, Pos: 100}}
-		out <- []slot.Event{ // one transaction, one batch, as the stream hands it
-			{Kind: slot.KindData, Pos: 110, Data: relationMsg()},
-			{Kind: slot.KindData, Pos: 120, Data: beginMsg(190, 7)},
-			{Kind: slot.KindData, Pos: 130, Data: insertMsg("6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11", "o-1")},
-			{Kind: slot.KindData, Pos: 190, Data: commitMsg(190, 200)},
-		}
-		out <- []slot.Event{ // one transaction, one batch, as the stream hands it
-			{Kind: slot.KindData, Pos: 220, Data: beginMsg(290, 8)},
-			{Kind: slot.KindData, Pos: 230, Data: insertMsg("0b7f8f0c-1f7a-4a45-8c63-5e0b9a0d8e22", "o-2")},
-			{Kind: slot.KindData, Pos: 240, Data: insertMsg("1c2d3e4f-1f7a-4a45-8c63-5e0b9a0d8e33", "o-2")},
-			{Kind: slot.KindData, Pos: 290, Data: commitMsg(290, 300)},
-		}
+	txns := func(out chan<- slot.Event) {
+		out <- slot.Event{Kind: slot.KindStart, Pos: 100}
+		out <- slot.Event{Kind: slot.KindData, Pos: 110, Data: relationMsg()}
+		out <- slot.Event{Kind: slot.KindData, Pos: 120, Data: beginMsg(190, 7)}
+		out <- slot.Event{Kind: slot.KindData, Pos: 130, Data: insertMsg("6f1c1e4e-8d52-4b9e-9a57-0f4c2c7c2d11", "o-1")}
+		out <- slot.Event{Kind: slot.KindData, Pos: 190, Data: commitMsg(190, 200)}
+		out <- slot.Event{Kind: slot.KindData, Pos: 220, Data: beginMsg(290, 8)}
+		out <- slot.Event{Kind: slot.KindData, Pos: 230, Data: insertMsg("0b7f8f0c-1f7a-4a45-8c63-5e0b9a0d8e22", "o-2")}
+		out <- slot.Event{Kind: slot.KindData, Pos: 240, Data: insertMsg("1c2d3e4f-1f7a-4a45-8c63-5e0b9a0d8e33", "o-2")}
+		out <- slot.Event{Kind: slot.KindData, Pos: 290, Data: commitMsg(290, 300)}
 	}
 	failNow := make(chan struct{})
-	first := streamFunc(func(ctx context.Context, out chan<- []slot.Event, _ slot.Position, drained <-chan struct{}) error {
+	first := streamFunc(func(ctx context.Context, out chan<- slot.Event, _ slot.Position, drained <-chan struct{}) error {
 		defer close(out)
 		txns(out)
 		<-failNow
 		return errors.New("receive from slot: unexpected EOF")
 	})
-	second := streamFunc(func(ctx context.Context, out chan<- []slot.Event, pos slot.Position, drained <-chan struct{}) error {
+	second := streamFunc(func(ctx context.Context, out chan<- slot.Event, pos slot.Position, drained <-chan struct{}) error {
 		txns(out)
 		<-ctx.Done()
 		close(out)

@@ -152,7 +152,7 @@ func (s *session) run(ctx context.Context, factory Factory) error {
 	stopRecv := context.AfterFunc(ctx, cancelRecv)
 	defer stopRecv()
 
-	events := make(chan []slot.Event, max(1, s.cfg.EventBuffer/slot.MaxBatchEvents))
+	events := make(chan slot.Event, s.cfg.EventBuffer)
 	drained := make(chan struct{})
 	g.Go(func() error { return parts.Stream.Run(recvCtx, events, s.safe, drained) })
 	g.Go(func() error {
@@ -204,12 +204,10 @@ func (s *session) keepalive(pos pglogrepl.LSN) {
 }
 
 // pump consumes the stream in WAL order until it is closed.
-func (s *session) pump(ctx context.Context, events <-chan []slot.Event, dec *decoder.Decoder, pub Publisher) error {
-	for batch := range events {
-		for _, ev := range batch {
-			if err := s.apply(ctx, ev, dec, pub); err != nil {
-				return err
-			}
+func (s *session) pump(ctx context.Context, events <-chan slot.Event, dec *decoder.Decoder, pub Publisher) error {
+	for ev := range events {
+		if err := s.apply(ctx, ev, dec, pub); err != nil {
+			return err
 		}
 	}
 	return nil
