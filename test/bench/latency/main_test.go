@@ -14,7 +14,10 @@ import (
 // TestMain builds walrelay without -race (harness.Main would build with it,
 // and a race build is several times slower: not what users run). The
 // build tags in WALRELAY_BENCH_BUILD_TAGS are passed on, for profiling
-// builds.
+// builds: walrelay_profile writes a CPU profile of each walrelay process
+// to $WALRELAY_CPUPROFILE (cmd/walrelay/profile.go; every process of a run
+// writes the same file, the last one to exit wins: profile one rate at a
+// time).
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
