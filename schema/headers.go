@@ -75,6 +75,7 @@ var HeaderDrops = []HeaderDrop{DropReserved, DropInvalidName, DropInvalidValue, 
 var reservedHeaders = []string{
 	HeaderSpecVersion, HeaderID, HeaderType, HeaderSource, HeaderSubject, HeaderTime,
 	HeaderContentType, HeaderAggregateType, HeaderAggregateVersion,
+	HeaderWALSource, HeaderWALPosition,
 }
 
 // cePrefix starts the header of a CloudEvents attribute in the Kafka

@@ -21,6 +21,8 @@ func TestCheckHeader(t *testing.T) {
 		{"Content-Type", "text/plain", DropReserved},
 		{"aggregate_type", "order", DropReserved},
 		{"AGGREGATE_VERSION", "1", DropReserved},
+		{"walrelay_source", "1/db/slot", DropReserved},
+		{"Walrelay_Position", "tli=1 lsn=0/1 seq=0 partitions=1", DropReserved},
 		{"ce_Bad-Name", "x", DropInvalidName},
 		{"ce_badname!", "x", DropInvalidName},
 		{"ce_Tenant", "x", DropInvalidName},

@@ -57,9 +57,18 @@ func (l *dropLog) due(key string, now time.Time) (bool, int) {
 // limit, the entries of its headers column left out of it. The message
 // itself is published: a header the rule drops is the row's mistake, not
 // a reason to hold its aggregate.
-func (s *Sink) buildRecord(m *schema.Message, token uint64) *record {
+//
+// partitions is the count m's key is routed by, for the record's WAL
+// position when the sink has an origin (Start); 0 for a record parked
+// before it has a partition, which goes without one.
+func (s *Sink) buildRecord(m *schema.Message, token uint64, partitions int) *record {
 	t := s.cfg.tables[m.Table]
-	r, dropped := newRecord(m, token, recordHeaders{source: t.Source, idHeader: t.MessageIDHeader}, s.now())
+	rh := recordHeaders{source: t.Source, idHeader: t.MessageIDHeader}
+	if o := s.origin.Load(); o != nil && partitions > 0 {
+		rh.wal = o.Source
+		rh.mark = schema.WALMark{Timeline: o.Timeline, Pos: m.Position(), Partitions: partitions}
+	}
+	r, dropped := newRecord(m, token, rh, s.now())
 	for _, d := range dropped {
 		s.m.headersDropped.WithLabelValues(string(d.reason)).Inc()
 		log, suppressed := s.drops.due(d.key, r.time)

@@ -27,8 +27,8 @@ const (
 )
 
 // ownHeaders is how many headers the sink sets itself, at most (with
-// Config.MessageIDHeader).
-const ownHeaders = 10
+// Config.MessageIDHeader and the WAL origin).
+const ownHeaders = 12
 
 // droppedHeader is an entry of the headers column left out of a record.
 type droppedHeader struct {
@@ -73,6 +73,11 @@ const inlineHeaders = ownHeaders + 4
 type recordHeaders struct {
 	source   string // Config.Source: ce_source
 	idHeader string // Config.MessageIDHeader: "" for none
+	// wal is the HeaderWALSource value, "" for a record published from
+	// elsewhere than the stream (no origin: Start was not called); mark is
+	// then the record's HeaderWALPosition.
+	wal  string
+	mark schema.WALMark
 }
 
 // newRecord builds the Kafka record of m, and says which entries of its
@@ -118,7 +123,8 @@ const (
 
 // buildHeaders returns the record headers of m: the CloudEvents attributes,
 // the message id header when rh names one, aggregate_type and
-// aggregate_version, then every entry of the headers column that
+// aggregate_version, walrelay_source and walrelay_position when rh has a
+// WAL origin, then every entry of the headers column that
 // schema.CheckHeader lets through; it says which entries it dropped, and
 // why (nil when none), and adds the trace headers of m's span context that
 // the decoder could not read (m.SpanContextDrops). Empty optional
@@ -137,7 +143,7 @@ func appendHeaders(hs []kafka.Header, m *schema.Message, rh recordHeaders) ([]ka
 	if hs == nil {
 		hs = make([]kafka.Header, 0, ownHeaders+len(m.Headers))
 	}
-	b := headerBuilder{hs: hs, buf: make([]byte, 0, headerValueCap(m, rh.source))}
+	b := headerBuilder{hs: hs, buf: make([]byte, 0, headerValueCap(m, rh))}
 	b.add(headerSpecVersion, "1.0")
 	b.add(headerID, string(m.ID))
 	var also []string
@@ -161,6 +167,12 @@ func appendHeaders(hs []kafka.Header, m *schema.Message, rh recordHeaders) ([]ka
 		b.buf = strconv.AppendInt(b.buf, m.AggregateVersion, 10)
 		b.cut(headerAggregateVersion, start)
 	}
+	if rh.wal != "" {
+		b.add(schema.HeaderWALSource, rh.wal)
+		start := len(b.buf)
+		b.buf = rh.mark.Append(b.buf)
+		b.cut(schema.HeaderWALPosition, start)
+	}
 	var dropped []droppedHeader
 	for _, h := range m.Headers {
 		if d := schema.CheckHeader(h.Key, h.Value, also...); d != "" {
@@ -177,15 +189,22 @@ func appendHeaders(hs []kafka.Header, m *schema.Message, rh recordHeaders) ([]ka
 
 // headerValueCap is the byte length of every header value buildHeaders may
 // write: the strings (the id twice: ce_id and a message id header), plus 40
-// for the time and 20 for the version.
-func headerValueCap(m *schema.Message, source string) int {
-	n := len("1.0") + 2*len(m.ID) + len(m.Type) + len(source) + len(m.AggregateID) + 40 +
+// for the time, 20 for the version and maxWALMark for the WAL position.
+func headerValueCap(m *schema.Message, rh recordHeaders) int {
+	n := len("1.0") + 2*len(m.ID) + len(m.Type) + len(rh.source) + len(m.AggregateID) + 40 +
 		len(m.ContentType) + len(m.AggregateType) + 20
+	if rh.wal != "" {
+		n += len(rh.wal) + maxWALMark
+	}
 	for _, h := range m.Headers {
 		n += len(h.Value)
 	}
 	return n
 }
+
+// maxWALMark is the longest HeaderWALPosition value: "tli=", 10 digits,
+// " lsn=", 17, " seq=", 10, " partitions=", 19.
+const maxWALMark = 4 + 10 + 5 + 17 + 5 + 10 + 12 + 19
 
 // headerBuilder appends header values to one buffer and slices them out.
 // Should the buffer grow after all, earlier values keep pointing at the old

@@ -73,6 +73,10 @@ type Sink struct {
 
 	drops dropLog // which dropped headers are logged
 
+	// origin is the stream the messages come from (Start); nil for a sink
+	// that publishes from elsewhere, whose records carry no WAL position.
+	origin atomic.Pointer[Origin]
+
 	// failed ends with the sink's first failure as its cause; halted ends
 	// with it or on Close, and wakes Publish calls that wait.
 	failed   context.Context
@@ -207,18 +211,18 @@ func (s *Sink) Publish(ctx context.Context, m *schema.Message, token uint64) err
 	}
 	topic := s.topicOf(m)
 	if m.AggregateID == "" {
-		return s.parkNow(ctx, topic, s.buildRecord(m, token), verdict{class: parkedBadRow, err: errNoAggregateID})
+		return s.parkNow(ctx, topic, s.buildRecord(m, token, 0), verdict{class: parkedBadRow, err: errNoAggregateID})
 	}
 	n, err := s.partitionCount(ctx, topic)
 	if err != nil {
 		var terr *topicError
 		if errors.As(err, &terr) {
-			return s.parkNow(ctx, topic, s.buildRecord(m, token), verdict{class: terr.class, err: terr.err})
+			return s.parkNow(ctx, topic, s.buildRecord(m, token, 0), verdict{class: terr.class, err: terr.err})
 		}
 		return err
 	}
 	tp := topicPartition{topic, partitionFor(m.AggregateID, n)}
-	r := s.buildRecord(m, token)
+	r := s.buildRecord(m, token, n)
 	if len(m.Payload) > s.cfg.MaxPayloadBytes {
 		r.bad = &verdict{class: parkedTooLarge, err: fmt.Errorf("payload of %d bytes is over the limit of %d bytes (the maximum payload size)",
 			len(m.Payload), s.cfg.MaxPayloadBytes)}
@@ -230,6 +234,24 @@ func (s *Sink) Publish(ctx context.Context, m *schema.Message, token uint64) err
 		return err
 	}
 	return s.enqueue(tp, r)
+}
+
+// Origin is the stream a relay session's messages come from: Source is
+// schema.WALSource of the server's system identifier, the database and the
+// slot, Timeline the server's timeline.
+type Origin struct {
+	Source   string
+	Timeline int32
+}
+
+// Start tells the sink which stream the messages published from now on
+// come from. Each record then carries schema.HeaderWALSource and
+// schema.HeaderWALPosition (DECISIONS 47). A sink never started (recover,
+// replay, dlq retry: rows read from a table, not in the stream's order)
+// publishes records without them. Call it before the first Publish, from
+// the goroutine that publishes.
+func (s *Sink) Start(o Origin) {
+	s.origin.Store(&o)
 }
 
 // BadRow is a row that could not become a message, judged by the decoder

@@ -37,6 +37,8 @@ type Event struct {
 type Server struct {
 	SystemID string
 	Timeline int32
+	// Database is the database the slot decodes, Slot the slot's name.
+	Database, Slot string
 	// Addr is the address the replication connection reached (host:port):
 	// with several hosts in the connection string, the one that is primary.
 	Addr string

@@ -161,7 +161,8 @@ func (s *Stream) startReplication(ctx context.Context) error {
 		conn.Close(context.Background())
 		return fmt.Errorf("identify system: %w", err)
 	}
-	s.server = Server{SystemID: ident.SystemID, Timeline: ident.Timeline, Addr: conn.Conn().RemoteAddr().String()}
+	s.server = Server{SystemID: ident.SystemID, Timeline: ident.Timeline, Database: ident.DBName, Slot: s.cfg.Slot,
+		Addr: conn.Conn().RemoteAddr().String()}
 	// The slot name was validated (PostgreSQL's own rule), quoted here so
 	// that the replication grammar takes it verbatim. publication_names is
 	// a string holding a list of identifiers: the name is quoted as an

@@ -95,6 +95,9 @@ func (p *discardPublisher) Publish(_ context.Context, _ *schema.Message, token u
 	return nil
 }
 
+// Start is a no-op: this build writes no records.
+func (p *discardPublisher) Start(sink.Origin) {}
+
 // PublishBad acknowledges the row at once, as Publish does a message:
 // this build keeps nothing, bad rows included.
 func (p *discardPublisher) PublishBad(ctx context.Context, _ sink.BadRow, token uint64) error {

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/internal/check"
 	"github.com/walrelay/walrelay/internal/testkit/poll"
+	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
 )
 
@@ -111,5 +115,49 @@ func TestRelayStopsWithTheRecoverLineWhenTheSlotIsLost(t *testing.T) {
 	}
 	if want := `can no longer be streamed (lost: the server removed WAL slot "walrelay" needed)`; !strings.Contains(err.Error(), want) {
 		t.Errorf("Run = %q; want it to say %q", err, want)
+	}
+}
+
+// Each session tells its publisher which stream it reads, with the
+// timeline of the server it reached: after a failover, the new one.
+func TestRelayNamesTheStreamToThePublisher(t *testing.T) {
+	dec := mustDecoder(t, decoder.Config{})
+	onPrimary, onPromoted := primary, promoted
+	onPrimary.Database, onPrimary.Slot = "shop", "walrelay"
+	onPromoted.Database, onPromoted.Slot = "shop", "walrelay"
+	streams := []streamFunc{startsOn(onPrimary, lost), startsOn(onPromoted, nil)}
+	var mu sync.Mutex
+	var sinks []*fakeSink
+	r := mustNew(t, restartsAtOnce(prometheus.NewRegistry()), func(_ context.Context, ack func(uint64)) (Parts, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		s := newFakeSink(1)
+		st := streams[min(len(sinks), len(streams)-1)]
+		sinks = append(sinks, s)
+		return Parts{Stream: st, Decoder: dec, Publisher: s}, nil
+	})
+	cancel, done := run(r)
+	origins := func() (got [][]sink.Origin) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range sinks {
+			s.originMu.Lock()
+			got = append(got, append([]sink.Origin(nil), s.origins...))
+			s.originMu.Unlock()
+		}
+		return got
+	}
+	poll.Eventually(t, 5*time.Second, "two sessions, each told its origin", func() (string, bool) {
+		got := origins()
+		return fmt.Sprint(got), len(got) >= 2 && len(got[1]) == 1
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	got := origins()
+	want := [][]sink.Origin{{{Source: "7301/shop/walrelay", Timeline: 1}}, {{Source: "7301/shop/walrelay", Timeline: 2}}}
+	if fmt.Sprint(got[:2]) != fmt.Sprint(want) {
+		t.Errorf("origins = %v, want %v", got, want)
 	}
 }

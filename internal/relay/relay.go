@@ -82,6 +82,9 @@ type stream interface {
 // is parked; what it can neither publish nor park fails it (policy halt).
 type Publisher interface {
 	Run(ctx context.Context) error
+	// Start names the stream the messages published from now on come
+	// from; the pump calls it at the stream's start, before any Publish.
+	Start(o sink.Origin)
 	Publish(ctx context.Context, m *schema.Message, token uint64) error
 	// PublishBad takes a row the decoder could not turn into a message.
 	PublishBad(ctx context.Context, row sink.BadRow, token uint64) error

@@ -59,6 +59,8 @@ type fakeSink struct {
 	closed    chan struct{}
 	closeOnce sync.Once // a halted harness's next session closes it again
 	bad       chan badPublished
+	originMu  sync.Mutex
+	origins   []sink.Origin
 }
 
 type badPublished struct {
@@ -86,6 +88,13 @@ func (s *fakeSink) Publish(ctx context.Context, m *schema.Message, token uint64)
 }
 
 func (s *fakeSink) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
+
+// Start records the origin, for the tests that read it.
+func (s *fakeSink) Start(o sink.Origin) {
+	s.originMu.Lock()
+	s.origins = append(s.origins, o)
+	s.originMu.Unlock()
+}
 
 func (s *fakeSink) PublishBad(ctx context.Context, row sink.BadRow, token uint64) error {
 	if s.bad == nil {

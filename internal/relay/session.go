@@ -15,6 +15,7 @@ import (
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/internal/failpoint"
 	"github.com/walrelay/walrelay/schema"
+	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/slot"
 )
 
@@ -218,6 +219,9 @@ func (s *session) apply(ctx context.Context, ev slot.Event, dec *decoder.Decoder
 	case slot.KindStart:
 		if err := s.follow(ev); err != nil {
 			return err
+		}
+		if srv := ev.Server; srv != nil {
+			pub.Start(sink.Origin{Source: schema.WALSource(srv.SystemID, srv.Database, srv.Slot), Timeline: srv.Timeline})
 		}
 		s.mu.Lock()
 		s.tr = checkpoint.New(ev.Pos)

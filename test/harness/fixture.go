@@ -46,6 +46,10 @@ type Fixture struct {
 // that per-key partitioning and per-partition order are really exercised.
 const partitions = 3
 
+// Partitions is the partition count of every test topic, for the tests
+// that check what a record says of its routing.
+const Partitions = partitions
+
 func New(t *testing.T, aggregateTypes ...string) *Fixture {
 	t.Helper()
 	_, brokers := testkit.Services(t)
