@@ -132,6 +132,16 @@ type Config struct {
 	// use are read again from Kafka (and at once after a produce error
 	// that says the cluster's layout moved). Defaults to 15s.
 	PartitionRecheck time.Duration
+	// ResumeFromKafka skips a message the sink was told the origin of
+	// (Start) when its partition's log already holds it: each partition's
+	// newest records are read once, before the first produce to it, and a
+	// message at or before the last record of the same stream, timeline and
+	// partition count is acknowledged without producing it (DECISIONS 47).
+	ResumeFromKafka bool
+	// ResumeMaxRecords bounds how many records back from a partition's end
+	// the tail is looked for; past it the partition's messages are
+	// published (duplicates, never loss). Defaults to 10,000.
+	ResumeMaxRecords int
 }
 
 const (
@@ -147,6 +157,7 @@ const (
 	defaultRetryBackoffMax     = 10 * time.Second
 	defaultMaxPayloadBytes     = 900 << 10
 	defaultPartitionRecheck    = 15 * time.Second
+	defaultResumeMaxRecords    = 10000
 )
 
 // withDefaults returns c with every unset optional field set to its default.
@@ -170,6 +181,7 @@ func (c Config) withDefaults() Config {
 	setDuration(&c.RetryBackoffMax, defaultRetryBackoffMax)
 	setInt(&c.MaxPayloadBytes, defaultMaxPayloadBytes)
 	setDuration(&c.PartitionRecheck, defaultPartitionRecheck)
+	setInt(&c.ResumeMaxRecords, defaultResumeMaxRecords)
 	return c
 }
 
@@ -220,7 +232,8 @@ func (c Config) validate() error {
 		notNegative("BatchMaxBytes", int64(c.BatchMaxBytes)), notNegative("MaxInFlightMessages", int64(c.MaxInFlightMessages)),
 		notNegative("MaxInFlightBytes", int64(c.MaxInFlightBytes)), notNegative("WriteTimeout", int64(c.WriteTimeout)),
 		notNegative("RetryBackoffMin", int64(c.RetryBackoffMin)), notNegative("RetryBackoffMax", int64(c.RetryBackoffMax)),
-		notNegative("MaxPayloadBytes", int64(c.MaxPayloadBytes)), notNegative("PartitionRecheck", int64(c.PartitionRecheck)))
+		notNegative("MaxPayloadBytes", int64(c.MaxPayloadBytes)), notNegative("PartitionRecheck", int64(c.PartitionRecheck)),
+		notNegative("ResumeMaxRecords", int64(c.ResumeMaxRecords)))
 	if err := ValidateMessageIDHeader(c.MessageIDHeader); err != nil {
 		errs = append(errs, err)
 	}

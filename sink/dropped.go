@@ -69,6 +69,7 @@ func (s *Sink) buildRecord(m *schema.Message, token uint64, partitions int) *rec
 		rh.mark = schema.WALMark{Timeline: o.Timeline, Pos: m.Position(), Partitions: partitions}
 	}
 	r, dropped := newRecord(m, token, rh, s.now())
+	r.mark, r.marked = rh.mark, rh.wal != ""
 	for _, d := range dropped {
 		s.m.headersDropped.WithLabelValues(string(d.reason)).Inc()
 		log, suppressed := s.drops.due(d.key, r.time)

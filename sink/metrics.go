@@ -25,6 +25,7 @@ type Metrics struct {
 	headersDropped   *prometheus.CounterVec // by schema.HeaderDrop
 	partitions       *prometheus.GaugeVec   // by topic
 	partitionChange  *prometheus.GaugeVec   // by topic
+	resumeSkipped    *prometheus.CounterVec // by topic
 
 	heldMu sync.Mutex
 	held   map[string]HeldTopic // what partitionChange shows as 1
@@ -116,6 +117,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "walrelay_topic_partitions",
 			Help: "The partition count a topic's keys are routed by (recorded in the topics table when walrelay first published to it).",
 		}, []string{"topic"}),
+		resumeSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walrelay_resume_skipped_messages_total",
+			Help: "Replayed messages acknowledged without producing them, because their partition's log already held them (--resume-from-kafka), by topic.",
+		}, []string{"topic"}),
 		partitionChange: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walrelay_topic_partition_change_pending",
 			Help: "1 while walrelay publishes nothing to a topic because its partition count in Kafka differs from the recorded one, until `walrelay topics accept`.",
@@ -133,7 +138,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.headersDropped.WithLabelValues(string(d))
 	}
 	err := promreg.Register(reg, "sink metrics", m.published, m.requests, m.inFlightMessages, m.inFlightBytes, m.retries, m.errors,
-		m.parked, m.parkFailures, m.blocked, m.headersDropped, m.partitions, m.partitionChange)
+		m.parked, m.parkFailures, m.blocked, m.headersDropped, m.partitions, m.partitionChange, m.resumeSkipped)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,9 @@ package sink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 
@@ -88,3 +90,101 @@ func TestStartedSinkMarksRecordsWithTheirWALPosition(t *testing.T) {
 		}
 	}
 }
+
+// fixedTails answers every partition's tail from a map; a missing one has
+// no tail.
+type fixedTails struct {
+	mu    sync.Mutex
+	tails map[int]schema.WALMark
+	reads []int
+}
+
+func (f *fixedTails) readTail(_ context.Context, _ string, partition int, source string, _ int) (tail, int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads = append(f.reads, partition)
+	w, ok := f.tails[partition]
+	if !ok || source != "7433256101470117656/shop/walrelay" {
+		return tail{}, 10, nil
+	}
+	return tail{found: true, mark: w}, 10, nil
+}
+
+// With ResumeFromKafka, the messages at or before a partition's tail are
+// acknowledged without a produce, in order with the rest; a partition
+// without a tail, or a tail of another timeline, publishes everything.
+func TestResumingSinkSkipsWhatThePartitionHolds(t *testing.T) {
+	var mu sync.Mutex
+	var produced []string // ce_id
+	prod := &fakeProducer{produce: func(_ context.Context, req *kafka.ProduceRequest) (*kafka.ProduceResponse, error) {
+		for {
+			r, err := req.Records.ReadRecord()
+			if errors.Is(err, io.EOF) {
+				return okResponse(), nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, h := range r.Headers {
+				if h.Key == schema.HeaderID {
+					mu.Lock()
+					produced = append(produced, string(h.Value))
+					mu.Unlock()
+				}
+			}
+		}
+	}}
+	// Keys "a" and "b" go to different partitions of 3 (murmur2).
+	pa, pb := partitionFor("a", 3), partitionFor("b", 3)
+	if pa == pb {
+		t.Fatal("test keys share a partition")
+	}
+	at := func(i int) pglogrepl.LSN { return pglogrepl.LSN(0x1000 + 0x10*i) }
+	tails := &fixedTails{tails: map[int]schema.WALMark{
+		pa: {Timeline: 1, Pos: schema.Position{CommitLSN: at(5)}, Partitions: 3},
+		pb: {Timeline: 2, Pos: schema.Position{CommitLSN: at(9)}, Partitions: 3}, // another timeline
+	}}
+	cfg := testConfig()
+	cfg.ResumeFromKafka = true
+	h := startWith(t, cfg, prod, fixedPartitions(3), func(s *Sink) { s.tails = tails })
+	h.s.Start(Origin{Source: schema.WALSource("7433256101470117656", "shop", "walrelay"), Timeline: 1})
+	ids := map[string]int{}
+	for i := range 20 {
+		m := msg(i, []string{"a", "b"}[i%2])
+		m.CommitLSN = at(i)
+		ids[string(m.ID)] = i
+		if err := h.s.Publish(context.Background(), m, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.s.Close()
+	if err := h.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	// a: 0, 2, 4 are at or before its tail (at(5)); b's tail is of timeline 2.
+	var got []int
+	for _, id := range produced {
+		got = append(got, ids[id])
+	}
+	var want []int
+	for i := range 20 {
+		if i%2 == 1 || i > 5 {
+			want = append(want, i)
+		}
+	}
+	sortInts(got)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("produced %v; want %v", got, want)
+	}
+	if acked := h.acks.get(); len(acked) != 20 {
+		t.Errorf("%d acks, want all 20: %v", len(acked), acked)
+	}
+	if n := metricValue(t, h.s.m.resumeSkipped.WithLabelValues("outbox.order")); n != 3 {
+		t.Errorf("walrelay_resume_skipped_messages_total = %v; want 3", n)
+	}
+	if len(tails.reads) != 2 {
+		t.Errorf("tails read for partitions %v; want each of the two once", tails.reads)
+	}
+}
+
+func sortInts(s []int) { slices.Sort(s) }

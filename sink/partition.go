@@ -26,6 +26,11 @@ type partition struct {
 	requests  prometheus.Counter // produce requests Kafka acknowledged
 	wake      chan struct{}      // capacity 1: a push, or Close
 
+	// res skips what the partition's log already holds (resume); nil when
+	// nothing is skipped. skipped counts what it skipped. Worker only.
+	res     *resumer
+	skipped int
+
 	mu    sync.Mutex
 	queue []*record
 	wire  int // estimated encoded bytes queued
@@ -110,10 +115,14 @@ func batchLen(queue []*record, maxMsgs, maxBytes int) int {
 // the queue is drained after Close (nil), a batch fails for good (*Error),
 // or ctx is done.
 func (s *Sink) work(ctx context.Context, p *partition) error {
+	s.resume(ctx, p)
 	for {
 		batch, err := s.nextBatch(ctx, p)
 		if err != nil || batch == nil {
 			return err
+		}
+		if batch = s.skipCovered(p, batch); len(batch) == 0 {
+			continue
 		}
 		if err := s.flush(ctx, p, batch); err != nil {
 			return err

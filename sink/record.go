@@ -59,6 +59,10 @@ type record struct {
 	// message unpublishable, or it is a bad row. It is parked when its turn
 	// comes.
 	bad *verdict
+	// mark is the record's walrelay_position, when marked: the sink had an
+	// origin and the record a partition.
+	mark   schema.WALMark
+	marked bool
 	// inline holds headers when they fit, so that they take no allocation
 	// of their own: walrelay's own and a few of the headers column's.
 	inline [inlineHeaders]kafka.Header

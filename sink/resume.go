@@ -1,7 +1,14 @@
 package sink
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
 	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/schema"
 )
@@ -74,4 +81,150 @@ func (r *resumer) skip(mark schema.WALMark) bool {
 	}
 	r.done = true
 	return false
+}
+
+// tailReader finds a source's tail in one partition's log, looking back
+// from its end at most maxRecords records; scanned is how many it read.
+type tailReader interface {
+	readTail(ctx context.Context, topic string, partition int, source string, maxRecords int) (t tail, scanned int, err error)
+}
+
+// kafkaTails reads partitions' tails with Fetch requests.
+type kafkaTails struct {
+	client *kafka.Client
+}
+
+// tailWindow is how many records the first look back reads; each next
+// look reads twice as many, further back.
+const tailWindow = 64
+
+// tailFetchBytes bounds one fetch response.
+const tailFetchBytes = 4 << 20
+
+func (k *kafkaTails) readTail(ctx context.Context, topic string, partition int, source string, maxRecords int) (tail, int, error) {
+	end, start, err := k.bounds(ctx, topic, partition)
+	if err != nil {
+		return tail{}, 0, err
+	}
+	scanned := 0
+	for window := int64(tailWindow); end > start && scanned < maxRecords; window *= 2 {
+		from := max(start, end-window)
+		records, err := k.read(ctx, topic, partition, from, end)
+		if err != nil {
+			return tail{}, scanned, err
+		}
+		scanned += len(records)
+		t, err := findTail(source, records)
+		if err != nil || t.found {
+			return t, scanned, err
+		}
+		end = from
+	}
+	return tail{}, scanned, nil
+}
+
+// bounds is the partition's high watermark (the offset after its last
+// record) and its log start offset.
+func (k *kafkaTails) bounds(ctx context.Context, topic string, partition int) (end, start int64, err error) {
+	res, err := k.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{
+		topic: {kafka.LastOffsetOf(partition), kafka.FirstOffsetOf(partition)},
+	}})
+	if err != nil {
+		return 0, 0, fmt.Errorf("list offsets of %s/%d: %w", topic, partition, err)
+	}
+	for _, po := range res.Topics[topic] {
+		if po.Partition != partition {
+			continue
+		}
+		if po.Error != nil {
+			return 0, 0, fmt.Errorf("list offsets of %s/%d: %w", topic, partition, po.Error)
+		}
+		return po.LastOffset, po.FirstOffset, nil
+	}
+	return 0, 0, fmt.Errorf("list offsets of %s/%d: no answer for the partition", topic, partition)
+}
+
+// read returns the headers of the records at offsets from up to end,
+// oldest first.
+func (k *kafkaTails) read(ctx context.Context, topic string, partition int, from, end int64) ([][]kafka.Header, error) {
+	var out [][]kafka.Header
+	for next := from; next < end; {
+		res, err := k.client.Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: partition, Offset: next,
+			MinBytes: 1, MaxBytes: tailFetchBytes, MaxWait: 100 * time.Millisecond, IsolationLevel: kafka.ReadCommitted})
+		if err == nil && res.Error != nil {
+			err = res.Error
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fetch %s/%d from offset %d: %w", topic, partition, next, err)
+		}
+		progressed := false
+		for {
+			r, err := res.Records.ReadRecord()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read %s/%d at offset %d: %w", topic, partition, next, err)
+			}
+			if r.Offset < next || r.Offset >= end {
+				continue // a batch starts before from, or goes on past end
+			}
+			out = append(out, r.Headers)
+			next, progressed = r.Offset+1, true
+		}
+		if !progressed {
+			break // nothing more below end (compacted away, or aborted)
+		}
+	}
+	return out, nil
+}
+
+// resume reads p's tail, before the first produce to it, when the sink
+// resumes from Kafka; a failure to read it leaves nothing skipped.
+func (s *Sink) resume(ctx context.Context, p *partition) {
+	o := s.origin.Load()
+	if s.tails == nil || o == nil {
+		return
+	}
+	t, scanned, err := s.tails.readTail(ctx, p.topic, p.id, o.Source, s.cfg.ResumeMaxRecords)
+	switch {
+	case err != nil:
+		s.log.Warn("cannot read the partition's end in Kafka: its replayed messages are published again (duplicates, never loss)",
+			zap.String("topic", p.topic), zap.Int("partition", p.id), zap.Error(err))
+		return
+	case !t.found:
+		s.log.Info("no record of this stream among the partition's newest: its messages are published",
+			zap.String("topic", p.topic), zap.Int("partition", p.id), zap.Int("records_scanned", scanned))
+		return
+	}
+	p.res = &resumer{tail: t}
+	s.log.Info("partition's end in Kafka read: replayed messages at or before it are skipped",
+		zap.String("topic", p.topic), zap.Int("partition", p.id), zap.String("tail", t.mark.String()), zap.Int("records_scanned", scanned))
+}
+
+// skipCovered acknowledges, without producing them, the records at the
+// front of batch that p's log already holds, and returns the rest.
+func (s *Sink) skipCovered(p *partition, batch []*record) []*record {
+	if p.res == nil || p.res.done {
+		return batch
+	}
+	n := 0
+	for n < len(batch) && batch[n].marked && p.res.skip(batch[n].mark) {
+		n++
+	}
+	if n < len(batch) {
+		p.res.done = true // an unmarked record ends the skipping as well
+	}
+	if n == 0 {
+		return batch
+	}
+	s.inflight.release(n, s.report(batch[:n]))
+	p.skipped += n
+	s.m.resumeSkipped.WithLabelValues(p.topic).Add(float64(n))
+	if p.res.done {
+		s.log.Info("resumed after the partition's end in Kafka",
+			zap.String("topic", p.topic), zap.Int("partition", p.id), zap.Int("skipped_messages", p.skipped),
+			zap.String("tail", p.res.tail.mark.String()))
+	}
+	return batch[n:]
 }

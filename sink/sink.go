@@ -76,6 +76,9 @@ type Sink struct {
 	// origin is the stream the messages come from (Start); nil for a sink
 	// that publishes from elsewhere, whose records carry no WAL position.
 	origin atomic.Pointer[Origin]
+	// tails reads partitions' ends for Config.ResumeFromKafka; nil when
+	// the sink does not resume.
+	tails tailReader
 
 	// failed ends with the sink's first failure as its cause; halted ends
 	// with it or on Close, and wakes Publish calls that wait.
@@ -139,6 +142,9 @@ func New(cfg Config, log *zap.Logger, onAck AckFunc) (*Sink, error) {
 		return nil, err
 	}
 	s.closeTransport = closeTransport
+	if cfg.ResumeFromKafka {
+		s.tails = &kafkaTails{client: client}
+	}
 	return s, nil
 }
 
