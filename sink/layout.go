@@ -102,8 +102,52 @@ func (s *Sink) hold(topic string, recorded, kafka int) {
 		zap.String("fix", fmt.Sprintf("If the change was meant, let the topic's consumers catch up on what walrelay published before it, then record the new count: walrelay topics accept --topic %s (docs/RUNBOOK.md, WalrelayTopicPartitionsChanged).", topic)))
 }
 
+// switchCount routes topic by n from now on, once every message routed by
+// its old count is acknowledged or parked: until then the topic is held
+// (without the alarm of a hold: the new count was accepted already), so
+// that no message routed by n reaches Kafka before an earlier one routed
+// by the old count. An aggregate's older message on its old partition then
+// is in Kafka before its newer one on the new, and a partition's newest
+// record vouches for every earlier message routed to it (DECISIONS 47).
+func (s *Sink) switchCount(topic string, n int) {
+	s.mu.Lock()
+	if s.held[topic] == nil {
+		s.held[topic] = &heldTopic{recorded: n, kafka: n, released: make(chan struct{})}
+	}
+	delete(s.topics, topic)
+	s.mu.Unlock()
+	if s.topicIdle(topic) {
+		s.release(topic, n)
+		return
+	}
+	s.recheckSoon()
+}
+
+// topicIdle reports that no partition of topic has a message queued or in
+// flight.
+func (s *Sink) topicIdle(topic string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for tp, p := range s.parts {
+		if tp.topic == topic && !p.idle() {
+			return false
+		}
+	}
+	return true
+}
+
+// recheckSoon reads the partition counts again shortly, for a held topic
+// whose old partitions are still draining.
+func (s *Sink) recheckSoon() {
+	time.AfterFunc(drainCheck, func() { signal(s.recheckWake) })
+}
+
+// drainCheck is how often a topic whose count is about to change is
+// checked for being drained.
+const drainCheck = 20 * time.Millisecond
+
 // release routes a held topic by n, once its recorded count and Kafka's
-// agree again.
+// agree again and what was routed by the old count is done (topicIdle).
 func (s *Sink) release(topic string, n int) {
 	s.mu.Lock()
 	h := s.held[topic]
@@ -174,7 +218,7 @@ func (s *Sink) recheckPartitions(ctx context.Context) {
 		if recorded, err := s.layouts.Claim(ctx, topic, now); err == nil && recorded == now {
 			s.log.Info("topic's partition count changed and was accepted already", zap.String("topic", topic),
 				zap.Int("was", n), zap.Int("partitions", now))
-			s.routed(topic, now)
+			s.switchCount(topic, now)
 			continue
 		}
 		s.hold(topic, n, now)
@@ -188,6 +232,8 @@ func (s *Sink) recheckPartitions(ctx context.Context) {
 		switch {
 		case err != nil:
 			s.log.Warn("cannot read the partition count recorded for a held topic", zap.String("topic", topic), zap.Error(err))
+		case recorded == now && !s.topicIdle(topic):
+			s.recheckSoon() // what was routed by the old count is still on its way
 		case recorded == now:
 			s.log.Info("topic's partition count change accepted: publishing to it again", zap.String("topic", topic), zap.Int("partitions", now))
 			s.release(topic, now)

@@ -230,3 +230,67 @@ func TestCountAcceptedBeforeTheCheckIsFollowed(t *testing.T) {
 		t.Errorf("key k went to %s; want %s (4, then 8 as accepted)", got, want)
 	}
 }
+
+// A topic switched to an accepted new count publishes nothing by it until
+// every message routed by the old count is acknowledged: an aggregate's
+// older message is in Kafka before its newer one on another partition,
+// and a partition's newest record vouches for every earlier message routed
+// to it (DECISIONS 47).
+func TestNewCountWaitsUntilTheOldPartitionsDrained(t *testing.T) {
+	key := "k"
+	for i := 0; partitionFor(key, 4) == partitionFor(key, 8); i++ {
+		key = fmt.Sprintf("k%d", i) // one that moves when the topic grows
+	}
+	meta := &growingMetadata{}
+	meta.n.Store(4)
+	book := newLayoutBook()
+	unblock := make(chan struct{})
+	var mu sync.Mutex
+	var order []string // key@partition, in produce order
+	prod := &fakeProducer{produce: func(ctx context.Context, req *kafka.ProduceRequest) (*kafka.ProduceResponse, error) {
+		keys, _ := readRecords(t, req)
+		if req.Partition == partitionFor(key, 4) {
+			select {
+			case <-unblock:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		mu.Lock()
+		for _, k := range keys {
+			order = append(order, fmt.Sprintf("%s@%d", k, req.Partition))
+		}
+		mu.Unlock()
+		return okResponse(), nil
+	}}
+	cfg := testConfig()
+	cfg.Layouts, cfg.PartitionRecheck = book, time.Hour
+	h := start(t, cfg, prod, meta)
+	publishRange(t, h.s, 0, 1, sameKey(key)) // routed by 4, its produce held up
+	meta.n.Store(8)
+	book.accept("outbox.order", 8)
+	h.s.recheckPartitions(context.Background())
+	second := publishAsync(h, 1, key)
+	time.Sleep(100 * time.Millisecond) // a few drain checks
+	mu.Lock()
+	early := append([]string(nil), order...)
+	mu.Unlock()
+	if len(early) != 0 {
+		t.Fatalf("produced %v while the message routed by the old count was unacknowledged; want nothing yet", early)
+	}
+	close(unblock)
+	if err := <-second; err != nil {
+		t.Fatalf("Publish of the second message = %v", err)
+	}
+	h.s.Close()
+	if err := h.wait(t); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	want := []string{fmt.Sprintf("%s@%d", key, partitionFor(key, 4)), fmt.Sprintf("%s@%d", key, partitionFor(key, 8))}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("produce order %v; want %v", order, want)
+	}
+	if v := metricValue(t, h.s.m.partitionChange.WithLabelValues("outbox.order")); v != 0 {
+		t.Errorf("walrelay_topic_partition_change_pending = %v; want 0 (the count was accepted, no alarm)", v)
+	}
+}

@@ -33,7 +33,23 @@ type partition struct {
 
 	mu    sync.Mutex
 	queue []*record
-	wire  int // estimated encoded bytes queued
+	wire  int  // estimated encoded bytes queued
+	busy  bool // a batch was taken and is not yet acknowledged or parked
+}
+
+// finished records that the batch last taken is done: acknowledged,
+// parked or skipped.
+func (p *partition) finished() {
+	p.mu.Lock()
+	p.busy = false
+	p.mu.Unlock()
+}
+
+// idle reports that nothing is queued and no batch is in flight.
+func (p *partition) idle() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue) == 0 && !p.busy
 }
 
 func newPartition(tp topicPartition, published, requests prometheus.Counter) *partition {
@@ -70,6 +86,7 @@ func (p *partition) take(now time.Time, closing bool, cfg *Config) (batch []*rec
 		p.queue[i] = nil // let the acked records go
 	}
 	p.queue = p.queue[n:]
+	p.busy = true
 	return batch, 0, false
 }
 
@@ -121,12 +138,12 @@ func (s *Sink) work(ctx context.Context, p *partition) error {
 		if err != nil || batch == nil {
 			return err
 		}
-		if batch = s.skipCovered(p, batch); len(batch) == 0 {
-			continue
+		if batch = s.skipCovered(p, batch); len(batch) > 0 {
+			if err := s.flush(ctx, p, batch); err != nil {
+				return err
+			}
 		}
-		if err := s.flush(ctx, p, batch); err != nil {
-			return err
-		}
+		p.finished()
 	}
 }
 

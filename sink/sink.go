@@ -239,8 +239,16 @@ func (s *Sink) Publish(ctx context.Context, m *schema.Message, token uint64) err
 	if err := s.acquire(ctx, r); err != nil {
 		return err
 	}
-	return s.enqueue(tp, r)
+	err = s.enqueue(tp, n, r)
+	if errors.Is(err, errRerouted) {
+		return s.Publish(ctx, m, token) // routed again, by the topic's new count
+	}
+	return err
 }
+
+// errRerouted is enqueue's answer when the topic's partition count
+// changed since the record was routed.
+var errRerouted = errors.New("topic rerouted")
 
 // Origin is the stream a relay session's messages come from: Source is
 // schema.WALSource of the server's system identifier, the database and the
@@ -303,12 +311,21 @@ var errStopped = errors.New("sink stopped")
 
 // enqueue appends r to its partition's queue, creating the partition (for
 // Run to start) on first use. The in-flight room of r is already taken.
-func (s *Sink) enqueue(tp topicPartition, r *record) error {
+//
+// n is the count r was routed by: when the topic is no longer routed by it
+// (held, or switched to another count since), r is not queued and
+// errRerouted says to route it again, so that no message routed by an old
+// count is queued after the topic drained for its new one (release).
+func (s *Sink) enqueue(tp topicPartition, n int, r *record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.stopped(); err != nil {
 		s.inflight.release(1, r.size)
 		return err
+	}
+	if now, ok := s.topics[tp.topic]; !ok || now != n {
+		s.inflight.release(1, r.size)
+		return errRerouted
 	}
 	p := s.parts[tp]
 	if p == nil {

@@ -35,6 +35,19 @@ var killTypes = []string{"order", "customer"}
 // hit. WALRELAY_KILL_SEED replays the moments of an earlier run.
 func TestKillAtRandomMoments(t *testing.T) {
 	parallel(t)
+	killAtRandomMoments(t, false)
+}
+
+// TestKillAtRandomMomentsResumingFromKafka is the same kill loop with
+// --resume-from-kafka (issue 38): nothing is lost, and what a restart would
+// publish again is skipped where its partition's log has it, so at most
+// 0.5% of the rows arrive twice.
+func TestKillAtRandomMomentsResumingFromKafka(t *testing.T) {
+	parallel(t)
+	killAtRandomMoments(t, true)
+}
+
+func killAtRandomMoments(t *testing.T, resume bool) {
 	began := time.Now()
 	n := scale(t)
 	seed := killSeed(t)
@@ -43,6 +56,9 @@ func TestKillAtRandomMoments(t *testing.T) {
 	w := newKillWitness(t, f)
 	metrics := testkit.FreePort(t)
 	flags := []string{"--metrics-addr", metrics, "--status-interval", "1s"}
+	if resume {
+		flags = append(flags, "--resume-from-kafka")
+	}
 	r := f.Start(flags...)
 	r.WaitStarted()
 
@@ -89,7 +105,12 @@ func TestKillAtRandomMoments(t *testing.T) {
 	t.Logf("%d kills (seed %d) in %s while %d rows were written in %s; the last relay confirmed %s %s after the last commit",
 		kills, seed, killsTook.Round(time.Millisecond), writes.rows, writes.took.Round(time.Millisecond), end, catchUp.Round(time.Millisecond))
 	t.Logf("takeover (spawn to replication started) of %d relays: %s", len(takeovers), killDurations(takeovers))
-	killVerify(t, f, w, faults, writes.rows, began)
+	rep := killVerify(t, f, w, faults, writes.rows, began)
+	t.Logf("resume from Kafka %v: %d kills, %d rows, lost %d, duplicates %d (%.2f%%)",
+		resume, kills, writes.rows, len(rep.Lost), rep.Duplicates, 100*float64(rep.Duplicates)/float64(max(1, writes.rows)))
+	if resume && float64(rep.Duplicates) > 0.005*float64(writes.rows) {
+		t.Errorf("%d duplicates over %d rows with --resume-from-kafka; want at most 0.5%%", rep.Duplicates, writes.rows)
+	}
 }
 
 // TestKillAtFailpoints kills walrelay at each of its failpoints (a binary
@@ -422,7 +443,7 @@ func (w *killWitness) ends() map[string]pglogrepl.LSN {
 // confirmed was in Kafka; every duplicate repeats a row that was not
 // confirmed at the fault it follows; and no more duplicates in all than the
 // in-flight windows (rows in Kafka, not yet confirmed, at each fault).
-func killVerify(t *testing.T, f *harness.Fixture, w *killWitness, faults []killFault, written int, began time.Time) {
+func killVerify(t *testing.T, f *harness.Fixture, w *killWitness, faults []killFault, written int, began time.Time) harness.Report {
 	t.Helper()
 	rows := f.OutboxRows()
 	if len(rows) != written {
@@ -468,6 +489,7 @@ func killVerify(t *testing.T, f *harness.Fixture, w *killWitness, faults []killF
 		t.Name(), rep.Expected, rep.Delivered, len(faults), len(rep.Lost), len(rep.OutOfOrder), rep.Duplicates, before, windowTotal,
 		time.Since(began).Round(time.Millisecond))
 	harness.AssertClean(t, rep, windowTotal)
+	return rep
 }
 
 // killWindow counts the rows in Kafka at the fault whose transaction the

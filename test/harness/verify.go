@@ -35,6 +35,8 @@ type Row struct {
 	// ContentType is the record's content-type; empty means Expect's,
 	// and when that is empty application/json (a jsonb payload column's).
 	ContentType string
+
+	slot string // the fixture's, which walrelay_source names
 }
 
 func (f *Fixture) OutboxRows() []Row {
@@ -107,11 +109,14 @@ type Expect struct {
 	// ContentType is the content-type of every record but a tombstone.
 	// Defaults to application/json (a jsonb payload).
 	ContentType string
+
+	slot string // the fixture's, which walrelay_source names
 }
 
 // VerifyAs is Verify with the records expected as e says.
 func (f *Fixture) VerifyAs(rows []Row, e Expect) Report {
 	f.t.Helper()
+	e.slot = f.Slot
 	topicOf := f.ExpectedTopic
 	if e.Topic != "" {
 		topicOf = func(Row) string { return e.Topic }
@@ -245,8 +250,25 @@ func checkRecord(r Row, rec kafkatest.Record, topic, wantTopic string, e Expect)
 			add("no header %s", k)
 		}
 	}
+	// Where the record came from in the WAL (issue 38): on a record of the
+	// stream both, naming the fixture's slot, the position readable; on
+	// one published from the table (recover, replay) neither.
+	source, hasSource := rec.Headers[schema.HeaderWALSource]
+	position, hasPosition := rec.Headers[schema.HeaderWALPosition]
+	switch {
+	case hasSource != hasPosition:
+		add("header %s without %s, or the reverse", schema.HeaderWALSource, schema.HeaderWALPosition)
+	case hasSource:
+		if !strings.HasSuffix(source, "/"+e.slot) {
+			add("header %s = %q; want it to name the slot %s", schema.HeaderWALSource, source, e.slot)
+		}
+		if _, err := schema.ParseWALMark(position); err != nil {
+			add("header %s: %v", schema.HeaderWALPosition, err)
+		}
+	}
 	for k := range rec.Headers {
-		if _, ok := wantHeaders[k]; !ok && k != "ce_time" && !slices.Contains(extra, k) {
+		if _, ok := wantHeaders[k]; !ok && k != "ce_time" && !slices.Contains(extra, k) &&
+			k != schema.HeaderWALSource && k != schema.HeaderWALPosition {
 			add("unexpected header %s", k)
 		}
 	}
