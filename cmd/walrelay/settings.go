@@ -208,7 +208,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		producerFlags(s, o)
 		s.Group("Bad messages")
 		s.Str(&o.OnBadMessage, "on-bad-message", onBadMessageHelp)
-	s.Bool(&o.Sink.ResumeFromKafka, "resume-from-kafka", "after a start or a failover, read each partition's newest records in Kafka first and acknowledge without publishing the replayed messages already there (walrelay_resume_skipped_messages_total); off publishes every replayed message again, for the consumers' inbox to drop")
+		s.Bool(&o.Sink.ResumeFromKafka, "resume-from-kafka", "after a start or a failover, read each partition's newest records in Kafka first and acknowledge without publishing the replayed messages already there (walrelay_resume_skipped_messages_total); off publishes every replayed message again, for the consumers' inbox to drop")
 		leaderFlags(s, o)
 		s.Group("What to recover (exactly one of --since, --since-message-id, --all)")
 		s.Str(&o.Backfill.Since, "since", "publish the rows that occurred from this time on: RFC 3339 (2026-12-04T08:00:00Z), or a duration meaning that long ago (90m); the last time walrelay confirmed, as its stop line or walrelay_confirmed_lsn tells")
