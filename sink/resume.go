@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
@@ -56,19 +57,29 @@ func headerValue(hs []kafka.Header, key string) string {
 
 // covers reports whether the log whose tail is t already holds the message
 // at mark (its timeline, position and the count it is routed by now): the
-// tail is at or after it, read on the same timeline, routed by the same
-// count.
-func (t tail) covers(mark schema.WALMark) bool {
-	return t.found && t.mark.Timeline == mark.Timeline && t.mark.Partitions == mark.Partitions &&
-		!t.mark.Pos.Less(mark.Pos)
+// tail is at or after it, routed by the same count, and read on the same
+// timeline or on an ancestor of it that ended (ended, the history of
+// mark's timeline) after the message's commit, so that the WAL up to the
+// message is the same on both.
+func (t tail) covers(mark schema.WALMark, ended map[int32]pglogrepl.LSN) bool {
+	if !t.found || t.mark.Partitions != mark.Partitions || t.mark.Pos.Less(mark.Pos) {
+		return false
+	}
+	if t.mark.Timeline == mark.Timeline {
+		return true
+	}
+	end, ok := ended[t.mark.Timeline]
+	return ok && t.mark.Timeline < mark.Timeline && mark.Pos.CommitLSN < end
 }
 
 // resumer applies the rule to one partition's replayed messages, in WAL
 // order: it skips while the tail covers them and, from the first message
-// it does not cover, skips nothing more (positions only rise).
+// it does not cover, skips nothing more (positions only rise). ended is
+// the history of the messages' timeline.
 type resumer struct {
-	tail tail
-	done bool
+	tail  tail
+	ended map[int32]pglogrepl.LSN
+	done  bool
 }
 
 // skip reports whether the message at mark is already in the log.
@@ -76,7 +87,7 @@ func (r *resumer) skip(mark schema.WALMark) bool {
 	if r.done {
 		return false
 	}
-	if r.tail.covers(mark) {
+	if r.tail.covers(mark, r.ended) {
 		return true
 	}
 	r.done = true
@@ -197,7 +208,7 @@ func (s *Sink) resume(ctx context.Context, p *partition) {
 			zap.String("topic", p.topic), zap.Int("partition", p.id), zap.Int("records_scanned", scanned))
 		return
 	}
-	p.res = &resumer{tail: t}
+	p.res = &resumer{tail: t, ended: o.Ended}
 	s.log.Info("partition's end in Kafka read: replayed messages at or before it are skipped",
 		zap.String("topic", p.topic), zap.Int("partition", p.id), zap.String("tail", t.mark.String()), zap.Int("records_scanned", scanned))
 }

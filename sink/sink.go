@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -252,10 +253,14 @@ var errRerouted = errors.New("topic rerouted")
 
 // Origin is the stream a relay session's messages come from: Source is
 // schema.WALSource of the server's system identifier, the database and the
-// slot, Timeline the server's timeline.
+// slot, Timeline the server's timeline. Ended is where each ancestor of
+// Timeline ended (the server's timeline history): the WAL before that LSN
+// is the same on both, so a record read on the ancestor vouches for the
+// messages committed before it (DECISIONS 47).
 type Origin struct {
 	Source   string
 	Timeline int32
+	Ended    map[int32]pglogrepl.LSN
 }
 
 // Start tells the sink which stream the messages published from now on

@@ -42,6 +42,11 @@ type Server struct {
 	// Addr is the address the replication connection reached (host:port):
 	// with several hosts in the connection string, the one that is primary.
 	Addr string
+	// History is where each ancestor of Timeline ended, oldest first
+	// (TIMELINE_HISTORY); nil on timeline 1, or when the server would not
+	// tell (HistoryErr says why).
+	History    []TimelineEnd
+	HistoryErr error
 }
 
 // IsSlotMissing reports whether err is, or wraps, the preflight's verdict

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -125,6 +126,7 @@ func TestRelayNamesTheStreamToThePublisher(t *testing.T) {
 	onPrimary, onPromoted := primary, promoted
 	onPrimary.Database, onPrimary.Slot = "shop", "walrelay"
 	onPromoted.Database, onPromoted.Slot = "shop", "walrelay"
+	onPromoted.History = []slot.TimelineEnd{{Timeline: 1, End: 0x5A01F28}}
 	streams := []streamFunc{startsOn(onPrimary, lost), startsOn(onPromoted, nil)}
 	var mu sync.Mutex
 	var sinks []*fakeSink
@@ -156,7 +158,8 @@ func TestRelayNamesTheStreamToThePublisher(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 	got := origins()
-	want := [][]sink.Origin{{{Source: "7301/shop/walrelay", Timeline: 1}}, {{Source: "7301/shop/walrelay", Timeline: 2}}}
+	want := [][]sink.Origin{{{Source: "7301/shop/walrelay", Timeline: 1}},
+		{{Source: "7301/shop/walrelay", Timeline: 2, Ended: map[int32]pglogrepl.LSN{1: 0x5A01F28}}}}
 	if fmt.Sprint(got[:2]) != fmt.Sprint(want) {
 		t.Errorf("origins = %v, want %v", got, want)
 	}

@@ -221,7 +221,7 @@ func (s *session) apply(ctx context.Context, ev slot.Event, dec *decoder.Decoder
 			return err
 		}
 		if srv := ev.Server; srv != nil {
-			pub.Start(sink.Origin{Source: schema.WALSource(srv.SystemID, srv.Database, srv.Slot), Timeline: srv.Timeline})
+			pub.Start(origin(srv))
 		}
 		s.mu.Lock()
 		s.tr = checkpoint.New(ev.Pos)
@@ -325,4 +325,17 @@ func (s *session) commit(end pglogrepl.LSN) error {
 		s.m.replayed.Add(float64(s.curMsgs))
 	}
 	return err
+}
+
+// origin is the stream a session reads, as the sink marks its records:
+// the server's source, timeline and where its timeline's ancestors ended.
+func origin(srv *slot.Server) sink.Origin {
+	o := sink.Origin{Source: schema.WALSource(srv.SystemID, srv.Database, srv.Slot), Timeline: srv.Timeline}
+	if len(srv.History) > 0 {
+		o.Ended = make(map[int32]pglogrepl.LSN, len(srv.History))
+		for _, h := range srv.History {
+			o.Ended[h.Timeline] = h.End
+		}
+	}
+	return o
 }
