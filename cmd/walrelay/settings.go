@@ -97,6 +97,8 @@ type backfillOptions = backfill.Options
 // the transactions that started before it and committed after.
 const defaultMargin = time.Hour
 
+const resumeHelp = "after a start or a failover, read each partition's newest records in Kafka first and acknowledge without publishing the replayed messages already there (walrelay_resume_skipped_messages_total; needs READ on the topics); false publishes every replayed message again, for the consumers' inbox to drop"
+
 // defaultHeartbeat is how often `walrelay run` writes a heartbeat into the
 // WAL unless told otherwise; the package's zero writes none.
 const defaultHeartbeat = 10 * time.Second
@@ -108,6 +110,10 @@ func defaultOptions() options {
 	sk := sink.Defaults()
 	mon := slot.MonitorDefaults()
 	mon.HeartbeatInterval = defaultHeartbeat
+	// A restart skips what Kafka already has (DECISIONS 47): the fault
+	// suite and the failover tests lose nothing with it, and publish no
+	// duplicate after a relay crash or a leader change.
+	sk.ResumeFromKafka = true
 	return options{
 		KafkaBrokers: "localhost:9092",
 		Table:        sc.Table.String(),
@@ -208,7 +214,7 @@ var verbFlags = map[string]func(s *flagSet, o *options){
 		producerFlags(s, o)
 		s.Group("Bad messages")
 		s.Str(&o.OnBadMessage, "on-bad-message", onBadMessageHelp)
-		s.Bool(&o.Sink.ResumeFromKafka, "resume-from-kafka", "after a start or a failover, read each partition's newest records in Kafka first and acknowledge without publishing the replayed messages already there (walrelay_resume_skipped_messages_total); off publishes every replayed message again, for the consumers' inbox to drop")
+		s.Bool(&o.Sink.ResumeFromKafka, "resume-from-kafka", resumeHelp)
 		leaderFlags(s, o)
 		s.Group("What to recover (exactly one of --since, --since-message-id, --all)")
 		s.Str(&o.Backfill.Since, "since", "publish the rows that occurred from this time on: RFC 3339 (2026-12-04T08:00:00Z), or a duration meaning that long ago (90m); the last time walrelay confirmed, as its stop line or walrelay_confirmed_lsn tells")
@@ -459,7 +465,7 @@ func relayFlags(s *flagSet, o *options) {
 	s.Dur(&o.Slot.ConfirmInterval, "confirm-interval", "how soon a newly acknowledged position is confirmed to PostgreSQL (bounds what a crash replays)")
 	s.Int(&o.Slot.MaxMessageBytes, "max-wal-message-bytes", "largest replication message (one row) walrelay reads; bounds the memory one huge row can take")
 	s.Str(&o.OnBadMessage, "on-bad-message", onBadMessageHelp)
-	s.Bool(&o.Sink.ResumeFromKafka, "resume-from-kafka", "after a start or a failover, read each partition's newest records in Kafka first and acknowledge without publishing the replayed messages already there (walrelay_resume_skipped_messages_total); off publishes every replayed message again, for the consumers' inbox to drop")
+	s.Bool(&o.Sink.ResumeFromKafka, "resume-from-kafka", resumeHelp)
 	s.Dur(&o.Relay.ShutdownTimeout, "shutdown-timeout", "how long in-flight Kafka writes may finish after SIGTERM")
 	s.Dur(&o.Monitor.HeartbeatInterval, "heartbeat-interval", "how often the leader writes a heartbeat into the WAL (pg_logical_emit_message) so the slot moves while the outbox is idle; 0 disables")
 	s.Dur(&o.Monitor.PollInterval, "slot-poll-interval", "how often the slot's figures are read from pg_replication_slots for the metrics")

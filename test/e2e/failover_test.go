@@ -66,9 +66,14 @@ func failoverLosesNothing(t *testing.T, mode string) {
 	rep := p.F.Verify(rows)
 	t.Logf("failover (%s): %d rows on the new primary from %d load rounds (%d cut by the failover); standby promoted %s after the %s, walrelay streaming from it %s after; %s",
 		mode, len(rows), rounds, failed, promoted.Round(time.Millisecond), mode, resumed.Round(time.Millisecond), rep)
-	// No loss and nothing the new primary lacks; duplicates are what was in
-	// flight when the primary went.
-	harness.AssertClean(t, rep, len(rows))
+	// No loss and nothing the new primary lacks. What the synced slot
+	// replays, the partitions' tails in Kafka (read on the old timeline,
+	// trusted up to where it ended) already hold: resumed from Kafka (the
+	// default), a failover publishes no duplicate but an in-doubt write the
+	// old session abandoned, which Kafka may append after the new session
+	// read the tail. Without it, the slot's lag: 1,493 and 377 of about
+	// 56,000 rows on PostgreSQL 17 (docs/RELIABILITY.md).
+	harness.AssertClean(t, rep, len(rows)/1000)
 }
 
 func failoverWithoutFailoverSlotsStops(t *testing.T, mode string) {
