@@ -21,26 +21,7 @@ import (
 // a sink never started (recover, replay, dlq retry) puts neither.
 func TestStartedSinkMarksRecordsWithTheirWALPosition(t *testing.T) {
 	for _, started := range []bool{true, false} {
-		var mu sync.Mutex
-		got := map[string][]kafka.Header{} // by ce_id
-		prod := &fakeProducer{produce: func(_ context.Context, req *kafka.ProduceRequest) (*kafka.ProduceResponse, error) {
-			for {
-				r, err := req.Records.ReadRecord()
-				if errors.Is(err, io.EOF) {
-					return okResponse(), nil
-				}
-				if err != nil {
-					return nil, err
-				}
-				mu.Lock()
-				for _, h := range r.Headers {
-					if h.Key == schema.HeaderID {
-						got[string(h.Value)] = r.Headers
-					}
-				}
-				mu.Unlock()
-			}
-		}}
+		prod, records := recordingProducer()
 		h := start(t, testConfig(), prod, fixedPartitions(3))
 		if started {
 			h.s.Start(Origin{Source: schema.WALSource("7433256101470117656", "shop", "walrelay"), Timeline: 2})
@@ -58,8 +39,12 @@ func TestStartedSinkMarksRecordsWithTheirWALPosition(t *testing.T) {
 		if err := h.wait(t); err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != len(want) {
-			t.Fatalf("started=%v: %d records produced, want %d", started, len(got), len(want))
+		got := map[string][]kafka.Header{} // by ce_id
+		for _, hs := range records() {
+			got[headerValue(hs, schema.HeaderID)] = hs
+		}
+		if n := len(records()); n != len(want) || len(got) != len(want) {
+			t.Fatalf("started=%v: %d records produced of %d messages, want %d", started, n, len(got), len(want))
 		}
 		for id, w := range want {
 			var source, position []string
@@ -91,6 +76,43 @@ func TestStartedSinkMarksRecordsWithTheirWALPosition(t *testing.T) {
 	}
 }
 
+// recordingProducer acknowledges every produce; records returns the
+// headers of each record produced so far, in the order produced.
+func recordingProducer() (prod *fakeProducer, records func() [][]kafka.Header) {
+	var mu sync.Mutex
+	var got [][]kafka.Header
+	prod = &fakeProducer{produce: func(_ context.Context, req *kafka.ProduceRequest) (*kafka.ProduceResponse, error) {
+		for {
+			r, err := req.Records.ReadRecord()
+			if errors.Is(err, io.EOF) {
+				return okResponse(), nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			got = append(got, r.Headers)
+			mu.Unlock()
+		}
+	}}
+	return prod, func() [][]kafka.Header {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+}
+
+// producedIndexes maps each record's ce_id to its message's index in ids,
+// sorted: a record produced twice shows twice.
+func producedIndexes(records [][]kafka.Header, ids map[string]int) []int {
+	var got []int
+	for _, hs := range records {
+		got = append(got, ids[headerValue(hs, schema.HeaderID)])
+	}
+	slices.Sort(got)
+	return got
+}
+
 // fixedTails answers every partition's tail from a map; a missing one has
 // no tail.
 type fixedTails struct {
@@ -114,26 +136,7 @@ func (f *fixedTails) readTail(_ context.Context, _ string, partition int, source
 // acknowledged without a produce, in order with the rest; a partition
 // without a tail, or a tail of another timeline, publishes everything.
 func TestResumingSinkSkipsWhatThePartitionHolds(t *testing.T) {
-	var mu sync.Mutex
-	var produced []string // ce_id
-	prod := &fakeProducer{produce: func(_ context.Context, req *kafka.ProduceRequest) (*kafka.ProduceResponse, error) {
-		for {
-			r, err := req.Records.ReadRecord()
-			if errors.Is(err, io.EOF) {
-				return okResponse(), nil
-			}
-			if err != nil {
-				return nil, err
-			}
-			for _, h := range r.Headers {
-				if h.Key == schema.HeaderID {
-					mu.Lock()
-					produced = append(produced, string(h.Value))
-					mu.Unlock()
-				}
-			}
-		}
-	}}
+	prod, records := recordingProducer()
 	// Keys "a" and "b" go to different partitions of 3 (murmur2).
 	pa, pb := partitionFor("a", 3), partitionFor("b", 3)
 	if pa == pb {
@@ -162,17 +165,13 @@ func TestResumingSinkSkipsWhatThePartitionHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	// a: 0, 2, 4 are at or before its tail (at(5)); b's tail is of timeline 2.
-	var got []int
-	for _, id := range produced {
-		got = append(got, ids[id])
-	}
+	got := producedIndexes(records(), ids)
 	var want []int
 	for i := range 20 {
 		if i%2 == 1 || i > 5 {
 			want = append(want, i)
 		}
 	}
-	sortInts(got)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("produced %v; want %v", got, want)
 	}
@@ -187,4 +186,49 @@ func TestResumingSinkSkipsWhatThePartitionHolds(t *testing.T) {
 	}
 }
 
-func sortInts(s []int) { slices.Sort(s) }
+// After a failover, a tail read on the old timeline vouches for the
+// replayed messages committed before that timeline ended (the server's
+// history), not for those after; a tail of a timeline the history does not
+// hold vouches for nothing.
+func TestResumingSinkAfterAFailoverTrustsTheOldTimelineUpToItsEnd(t *testing.T) {
+	prod, records := recordingProducer()
+	pa, pb := partitionFor("a", 3), partitionFor("b", 3)
+	at := func(i int) pglogrepl.LSN { return pglogrepl.LSN(0x1000 + 0x10*i) }
+	tails := &fixedTails{tails: map[int]schema.WALMark{
+		pa: {Timeline: 1, Pos: schema.Position{CommitLSN: at(15)}, Partitions: 3}, // the old primary ran on past the switch
+		pb: {Timeline: 3, Pos: schema.Position{CommitLSN: at(15)}, Partitions: 3}, // another standby's timeline
+	}}
+	cfg := testConfig()
+	cfg.ResumeFromKafka = true
+	h := startWith(t, cfg, prod, fixedPartitions(3), func(s *Sink) { s.tails = tails })
+	h.s.Start(Origin{Source: schema.WALSource("7433256101470117656", "shop", "walrelay"), Timeline: 2,
+		Ended: map[int32]pglogrepl.LSN{1: at(7)}})
+	ids := map[string]int{}
+	for i := range 20 {
+		m := msg(i, []string{"a", "b"}[i%2])
+		m.CommitLSN = at(i)
+		ids[string(m.ID)] = i
+		if err := h.s.Publish(context.Background(), m, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.s.Close()
+	if err := h.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	got := producedIndexes(records(), ids)
+	// a: 0, 2, 4, 6 committed before timeline 1 ended at at(7); 8 on are
+	// timeline 2's own. b: all of them.
+	var want []int
+	for i := range 20 {
+		if i%2 == 1 || i >= 7 {
+			want = append(want, i)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("produced %v; want %v", got, want)
+	}
+	if acked := h.acks.get(); len(acked) != 20 {
+		t.Errorf("%d acks, want all 20: %v", len(acked), acked)
+	}
+}

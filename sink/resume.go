@@ -208,9 +208,18 @@ func (s *Sink) resume(ctx context.Context, p *partition) {
 			zap.String("topic", p.topic), zap.Int("partition", p.id), zap.Int("records_scanned", scanned))
 		return
 	}
+	fields := []zap.Field{zap.String("topic", p.topic), zap.Int("partition", p.id), zap.String("tail", t.mark.String()), zap.Int("records_scanned", scanned)}
+	if tl := t.mark.Timeline; tl != o.Timeline {
+		end, ok := o.Ended[tl]
+		if !ok || tl > o.Timeline {
+			s.log.Info("the partition's end in Kafka is of a timeline not in this server's history: its replayed messages are published",
+				append(fields, zap.Int32("timeline", o.Timeline))...)
+			return
+		}
+		fields = append(fields, zap.Int32("timeline", o.Timeline), zap.Stringer("tail_timeline_ended", end))
+	}
 	p.res = &resumer{tail: t, ended: o.Ended}
-	s.log.Info("partition's end in Kafka read: replayed messages at or before it are skipped",
-		zap.String("topic", p.topic), zap.Int("partition", p.id), zap.String("tail", t.mark.String()), zap.Int("records_scanned", scanned))
+	s.log.Info("partition's end in Kafka read: replayed messages at or before it are skipped", fields...)
 }
 
 // skipCovered acknowledges, without producing them, the records at the
