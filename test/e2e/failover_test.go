@@ -56,6 +56,13 @@ func failoverLosesNothing(t *testing.T, mode string) {
 	if code := r.Stop(); code != 0 {
 		t.Errorf("walrelay run exit code after SIGTERM: got %d; want 0", code)
 	}
+	// The new session read the partitions' ends, records of the old
+	// timeline, and trusted them up to where that timeline ended: the
+	// server's history came over the replication connection.
+	tail := r.WaitLine(`"tail_timeline_ended"`, time.Second)
+	if want := fmt.Sprintf(`"timeline":%d`, before+1); !strings.Contains(tail, "partition's end in Kafka read") || !strings.Contains(tail, want) {
+		t.Errorf("resume log line %s: want the partition's end read, on %s", tail, want)
+	}
 	line := r.WaitLine(`"PostgreSQL failed over`, time.Second)
 	for _, want := range []string{fmt.Sprintf(`"old_timeline":%d`, before), fmt.Sprintf(`"timeline":%d`, before+1), `"confirmed_before"`, `"slot_confirmed_lsn"`} {
 		if !strings.Contains(line, want) {
