@@ -142,6 +142,11 @@ type Config struct {
 	// the tail is looked for; past it the partition's messages are
 	// published (duplicates, never loss). Defaults to 10,000.
 	ResumeMaxRecords int
+	// ResumeMaxBytes bounds the bytes (keys, values and headers) read back
+	// from a partition's end, as ResumeMaxRecords does the records: with
+	// large records, the count alone could read gigabytes before the first
+	// produce. Defaults to 32 MiB.
+	ResumeMaxBytes int
 }
 
 const (
@@ -158,6 +163,7 @@ const (
 	defaultMaxPayloadBytes     = 900 << 10
 	defaultPartitionRecheck    = 15 * time.Second
 	defaultResumeMaxRecords    = 10000
+	defaultResumeMaxBytes      = 32 << 20
 )
 
 // withDefaults returns c with every unset optional field set to its default.
@@ -182,6 +188,7 @@ func (c Config) withDefaults() Config {
 	setInt(&c.MaxPayloadBytes, defaultMaxPayloadBytes)
 	setDuration(&c.PartitionRecheck, defaultPartitionRecheck)
 	setInt(&c.ResumeMaxRecords, defaultResumeMaxRecords)
+	setInt(&c.ResumeMaxBytes, defaultResumeMaxBytes)
 	return c
 }
 
@@ -233,7 +240,7 @@ func (c Config) validate() error {
 		notNegative("MaxInFlightBytes", int64(c.MaxInFlightBytes)), notNegative("WriteTimeout", int64(c.WriteTimeout)),
 		notNegative("RetryBackoffMin", int64(c.RetryBackoffMin)), notNegative("RetryBackoffMax", int64(c.RetryBackoffMax)),
 		notNegative("MaxPayloadBytes", int64(c.MaxPayloadBytes)), notNegative("PartitionRecheck", int64(c.PartitionRecheck)),
-		notNegative("ResumeMaxRecords", int64(c.ResumeMaxRecords)))
+		notNegative("ResumeMaxRecords", int64(c.ResumeMaxRecords)), notNegative("ResumeMaxBytes", int64(c.ResumeMaxBytes)))
 	if err := ValidateMessageIDHeader(c.MessageIDHeader); err != nil {
 		errs = append(errs, err)
 	}

@@ -121,7 +121,7 @@ type fixedTails struct {
 	reads []int
 }
 
-func (f *fixedTails) readTail(_ context.Context, _ string, partition int, source string, _ int) (tail, int, error) {
+func (f *fixedTails) readTail(_ context.Context, _ string, partition int, source string, _ tailLimits) (tail, int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads = append(f.reads, partition)

@@ -95,9 +95,17 @@ func (r *resumer) skip(mark schema.WALMark) bool {
 }
 
 // tailReader finds a source's tail in one partition's log, looking back
-// from its end at most maxRecords records; scanned is how many it read.
+// from its end at most lim records and bytes; scanned is how many records
+// it read.
 type tailReader interface {
-	readTail(ctx context.Context, topic string, partition int, source string, maxRecords int) (t tail, scanned int, err error)
+	readTail(ctx context.Context, topic string, partition int, source string, lim tailLimits) (t tail, scanned int, err error)
+}
+
+// tailLimits bound how far back from a partition's end its tail is looked
+// for (Config.ResumeMaxRecords, ResumeMaxBytes).
+type tailLimits struct {
+	records int
+	bytes   int
 }
 
 // kafkaTails reads partitions' tails with Fetch requests.
@@ -112,24 +120,31 @@ const tailWindow = 64
 // tailFetchBytes bounds one fetch response.
 const tailFetchBytes = 4 << 20
 
-func (k *kafkaTails) readTail(ctx context.Context, topic string, partition int, source string, maxRecords int) (tail, int, error) {
+func (k *kafkaTails) readTail(ctx context.Context, topic string, partition int, source string, lim tailLimits) (tail, int, error) {
 	end, start, err := k.bounds(ctx, topic, partition)
 	if err != nil {
 		return tail{}, 0, err
 	}
-	scanned := 0
-	for window := int64(tailWindow); end > start && scanned < maxRecords; window *= 2 {
-		from := max(start, end-window)
-		records, err := k.read(ctx, topic, partition, from, end)
+	scanned, bytes := 0, 0
+	for window := tailWindow; end > start && scanned < lim.records && bytes < lim.bytes; {
+		from := max(start, end-int64(min(window, lim.records-scanned)))
+		records, n, err := k.read(ctx, topic, partition, from, end, lim.bytes-bytes)
 		if err != nil {
 			return tail{}, scanned, err
 		}
-		scanned += len(records)
+		scanned, bytes = scanned+len(records), bytes+n
 		t, err := findTail(source, records)
 		if err != nil || t.found {
 			return t, scanned, err
 		}
 		end = from
+		// The next look reads twice as many, or as many as the bytes left
+		// hold at the sizes seen so far: large records do not make one
+		// look read far past the bound.
+		window *= 2
+		if scanned > 0 && bytes > 0 {
+			window = max(1, min(window, int(int64(lim.bytes-bytes)*int64(scanned)/int64(bytes))))
+		}
 	}
 	return tail{}, scanned, nil
 }
@@ -156,9 +171,13 @@ func (k *kafkaTails) bounds(ctx context.Context, topic string, partition int) (e
 }
 
 // read returns the headers of the records at offsets from up to end,
-// oldest first.
-func (k *kafkaTails) read(ctx context.Context, topic string, partition int, from, end int64) ([][]kafka.Header, error) {
+// oldest first, and the bytes of their keys, values and headers. With more
+// than maxBytes of them it keeps the newest that fit (at least one), the
+// ones a look back needs first.
+func (k *kafkaTails) read(ctx context.Context, topic string, partition int, from, end int64, maxBytes int) ([][]kafka.Header, int, error) {
 	var out [][]kafka.Header
+	var sizes []int
+	total := 0
 	for next := from; next < end; {
 		res, err := k.client.Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: partition, Offset: next,
 			MinBytes: 1, MaxBytes: tailFetchBytes, MaxWait: 100 * time.Millisecond, IsolationLevel: kafka.ReadCommitted})
@@ -166,7 +185,7 @@ func (k *kafkaTails) read(ctx context.Context, topic string, partition int, from
 			err = res.Error
 		}
 		if err != nil {
-			return nil, fmt.Errorf("fetch %s/%d from offset %d: %w", topic, partition, next, err)
+			return nil, 0, fmt.Errorf("fetch %s/%d from offset %d: %w", topic, partition, next, err)
 		}
 		progressed := false
 		for {
@@ -175,19 +194,41 @@ func (k *kafkaTails) read(ctx context.Context, topic string, partition int, from
 				break
 			}
 			if err != nil {
-				return nil, fmt.Errorf("read %s/%d at offset %d: %w", topic, partition, next, err)
+				return nil, 0, fmt.Errorf("read %s/%d at offset %d: %w", topic, partition, next, err)
 			}
 			if r.Offset < next || r.Offset >= end {
 				continue // a batch starts before from, or goes on past end
 			}
-			out = append(out, r.Headers)
+			n := sizeOfRecord(r)
+			out, sizes, total = append(out, r.Headers), append(sizes, n), total+n
 			next, progressed = r.Offset+1, true
 		}
 		if !progressed {
 			break // nothing more below end (compacted away, or aborted)
 		}
 	}
-	return out, nil
+	// Over the bound: drop the oldest, keeping the newest record at least.
+	drop := 0
+	for total > maxBytes && drop < len(out)-1 {
+		total -= sizes[drop]
+		drop++
+	}
+	return out[drop:], total, nil
+}
+
+// sizeOfRecord is the size of a record's key, value and headers.
+func sizeOfRecord(r *kafka.Record) int {
+	n := 0
+	if r.Key != nil {
+		n += r.Key.Len()
+	}
+	if r.Value != nil {
+		n += r.Value.Len()
+	}
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }
 
 // resume reads p's tail, before the first produce to it, when the sink
@@ -197,7 +238,7 @@ func (s *Sink) resume(ctx context.Context, p *partition) {
 	if s.tails == nil || o == nil {
 		return
 	}
-	t, scanned, err := s.tails.readTail(ctx, p.topic, p.id, o.Source, s.cfg.ResumeMaxRecords)
+	t, scanned, err := s.tails.readTail(ctx, p.topic, p.id, o.Source, tailLimits{records: s.cfg.ResumeMaxRecords, bytes: s.cfg.ResumeMaxBytes})
 	switch {
 	case err != nil:
 		s.log.Warn("cannot read the partition's end in Kafka: its replayed messages are published again (duplicates, never loss)",
