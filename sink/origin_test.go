@@ -7,11 +7,14 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -230,5 +233,98 @@ func TestResumingSinkAfterAFailoverTrustsTheOldTimelineUpToItsEnd(t *testing.T) 
 	}
 	if acked := h.acks.get(); len(acked) != 20 {
 		t.Errorf("%d acks, want all 20: %v", len(acked), acked)
+	}
+}
+
+// fakeLog is one partition's log of a fake broker: a produce appends its
+// records' headers, and the tail reader reads them back.
+type fakeLog struct {
+	mu   sync.Mutex
+	recs [][]kafka.Header
+}
+
+func (l *fakeLog) readTail(_ context.Context, _ string, _ int, source string, _ tailLimits) (tail, int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, err := findTail(source, l.recs)
+	return t, len(l.recs), err
+}
+
+// A produce that failed in doubt (a timeout: Kafka wrote the batch, the
+// answer was lost) is not sent again when the partition's log shows it
+// written: each record is in the log once, all are acknowledged, in
+// order. A produce that failed without writing is retried whole.
+func TestRetryAfterAnInDoubtProduceSendsOnlyWhatTheLogLacks(t *testing.T) {
+	log := &fakeLog{}
+	var attempts atomic.Int32
+	prod := &fakeProducer{produce: func(_ context.Context, req *kafka.ProduceRequest) (*kafka.ProduceResponse, error) {
+		var batch [][]kafka.Header
+		for {
+			r, err := req.Records.ReadRecord()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			batch = append(batch, r.Headers)
+		}
+		switch attempts.Add(1) {
+		case 1: // refused before writing
+			return nil, kafka.NotEnoughReplicas
+		case 2: // written, the answer lost
+			log.mu.Lock()
+			log.recs = append(log.recs, batch...)
+			log.mu.Unlock()
+			return nil, context.DeadlineExceeded
+		}
+		log.mu.Lock()
+		log.recs = append(log.recs, batch...)
+		log.mu.Unlock()
+		return okResponse(), nil
+	}}
+	cfg := testConfig()
+	cfg.ResumeFromKafka = true
+	cfg.BatchMaxMessages = 5
+	h := startWith(t, cfg, prod, fixedPartitions(1), func(s *Sink) { s.tails = log })
+	h.s.Start(Origin{Source: schema.WALSource("7433256101470117656", "shop", "walrelay"), Timeline: 1})
+	ids := map[string]int{}
+	for i := range 5 {
+		m := msg(i, "a")
+		m.CommitLSN = pglogrepl.LSN(0x1000 + 0x10*i)
+		ids[string(m.ID)] = i
+		if err := h.s.Publish(context.Background(), m, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll.Eventually(t, 5*time.Second, "all five acknowledged", func() (string, bool) {
+		return fmt.Sprint(h.acks.get()), len(h.acks.get()) == 5
+	})
+	for i := 5; i < 8; i++ {
+		m := msg(i, "a")
+		m.CommitLSN = pglogrepl.LSN(0x1000 + 0x10*i)
+		ids[string(m.ID)] = i
+		if err := h.s.Publish(context.Background(), m, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.s.Close()
+	if err := h.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	log.mu.Lock()
+	got := producedIndexes(log.recs, ids)
+	log.mu.Unlock()
+	if want := []int{0, 1, 2, 3, 4, 5, 6, 7}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the log holds %v; want each message once: %v", got, want)
+	}
+	if acked := h.acks.get(); fmt.Sprint(acked) != "[0 1 2 3 4 5 6 7]" {
+		t.Errorf("acks %v; want all eight in order", acked)
+	}
+	if n := metricValue(t, h.s.m.resumeSkipped.WithLabelValues("outbox.order")); n != 5 {
+		t.Errorf("walrelay_resume_skipped_messages_total = %v; want the 5 the lost answer had written", n)
+	}
+	if n := attempts.Load(); n != 3 {
+		t.Errorf("%d produce requests; want 3 (refused, written in doubt, the last three)", n)
 	}
 }

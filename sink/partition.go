@@ -309,6 +309,16 @@ func (s *Sink) send(ctx context.Context, p *partition, batch []*record) error {
 		if err := backoff.Sleep(ctx, d); err != nil {
 			return err
 		}
+		if n := s.writtenAlready(ctx, p, batch); n > 0 {
+			s.m.resumeSkipped.WithLabelValues(p.topic).Add(float64(n))
+			s.log.Info("the failed produce was written all the same: the partition's log in Kafka holds these records, the retry sends the rest",
+				zap.String("topic", p.topic), zap.Int("partition", p.id), zap.Int("written", n), zap.Int("rest", len(batch)-n),
+				zap.Stringer("first_message_id", batch[0].id))
+			if n == len(batch) {
+				return nil
+			}
+			batch = batch[n:]
+		}
 	}
 }
 

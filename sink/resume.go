@@ -289,3 +289,34 @@ func (s *Sink) skipCovered(p *partition, batch []*record) []*record {
 	}
 	return batch[n:]
 }
+
+// inDoubtReadTimeout bounds the look at a partition's end before a retry:
+// while the broker is out of reach it fails, and the retry is not delayed
+// by more than this.
+const inDoubtReadTimeout = 2 * time.Second
+
+// writtenAlready is how many records from the front of batch the
+// partition's log holds, read before a produce of batch is retried: a
+// produce that failed (a timeout, a cut connection) may have been appended
+// all the same, its answer lost. The rule is the one of a start (DECISIONS
+// 47): the batch is the only thing of this stream in flight to the
+// partition, every record before it is acknowledged, so a tail at or after
+// a record of the batch says Kafka has it. 0 when the sink does not resume
+// from Kafka, the records are not marked, or the end cannot be read.
+func (s *Sink) writtenAlready(ctx context.Context, p *partition, batch []*record) int {
+	o := s.origin.Load()
+	if s.tails == nil || o == nil || !batch[0].marked {
+		return 0
+	}
+	rctx, cancel := context.WithTimeout(ctx, min(inDoubtReadTimeout, s.cfg.WriteTimeout))
+	defer cancel()
+	t, _, err := s.tails.readTail(rctx, p.topic, p.id, o.Source, tailLimits{records: s.cfg.ResumeMaxRecords, bytes: s.cfg.ResumeMaxBytes})
+	if err != nil || !t.found {
+		return 0
+	}
+	n := 0
+	for n < len(batch) && batch[n].marked && t.covers(batch[n].mark, o.Ended) {
+		n++
+	}
+	return n
+}
