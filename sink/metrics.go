@@ -119,7 +119,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"topic"}),
 		resumeSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "walrelay_resume_skipped_messages_total",
-			Help: "Replayed messages acknowledged without producing them, because their partition's log already held them (--resume-from-kafka), by topic.",
+			Help: "Messages acknowledged without producing them, because their partition's log already held them (--resume-from-kafka): replayed after a start or a failover, or written by a failed produce before its retry, by topic.",
 		}, []string{"topic"}),
 		partitionChange: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walrelay_topic_partition_change_pending",
