@@ -239,6 +239,33 @@ func (c *kafkaChecker) checkTopics(md *kafka.MetadataResponse) {
 	for _, t := range present {
 		c.add(replicationResult(t))
 		c.add(c.minISRResult(t, minISR[t.Name], err))
+		if r, refused := c.readResult(t); refused {
+			c.add(r)
+		}
+	}
+}
+
+// readResult warns, with refused set, when walrelay may not read topic t,
+// as it does after a restart to skip what the partitions already hold
+// (--resume-from-kafka, DECISIONS 47): a Fetch at the end of one partition,
+// which Kafka authorizes as any read. Nothing is lost without it, but each
+// restart publishes again what the slot had not confirmed. A topic walrelay
+// may read adds no line: the topic's other lines say it is there.
+func (c *kafkaChecker) readResult(t kafka.Topic) (r check.Result, refused bool) {
+	if len(t.Partitions) == 0 {
+		return check.Result{}, false
+	}
+	err := (&kafkaTails{client: c.client}).readable(c.ctx, t.Name, t.Partitions[0].ID)
+	name := "topic " + t.Name + " read"
+	switch {
+	case err == nil:
+		return check.Result{}, false
+	case errors.Is(err, kafka.TopicAuthorizationFailed):
+		return check.Warning(name, "walrelay may not read it ("+err.Error()+"): a restart cannot see what the partitions hold and publishes again what the slot had not confirmed (duplicates)",
+			"Allow walrelay's principal to Read the topic (kafka-acls.sh --add --operation Read), or run with --resume-from-kafka=false."), true
+	default:
+		return check.Warning(name, "could not read its end ("+err.Error()+"): a restart then publishes again what the slot had not confirmed (duplicates)",
+			"Fix what the broker reports for this topic."), true
 	}
 }
 

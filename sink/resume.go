@@ -149,6 +149,25 @@ func (k *kafkaTails) readTail(ctx context.Context, topic string, partition int, 
 	return tail{}, scanned, nil
 }
 
+// readable fetches at the end of a partition, reading nothing: an error
+// says walrelay cannot read its tails (TopicAuthorizationFailed without
+// Read on the topic).
+func (k *kafkaTails) readable(ctx context.Context, topic string, partition int) error {
+	end, _, err := k.bounds(ctx, topic, partition)
+	if err != nil {
+		return err
+	}
+	res, err := k.client.Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: partition, Offset: end,
+		MinBytes: 1, MaxBytes: 1, MaxWait: 10 * time.Millisecond, IsolationLevel: kafka.ReadCommitted})
+	if err == nil && res.Error != nil {
+		err = res.Error
+	}
+	if err != nil {
+		return fmt.Errorf("fetch %s/%d at its end: %w", topic, partition, err)
+	}
+	return nil
+}
+
 // bounds is the partition's high watermark (the offset after its last
 // record) and its log start offset.
 func (k *kafkaTails) bounds(ctx context.Context, topic string, partition int) (end, start int64, err error) {

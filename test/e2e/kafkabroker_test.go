@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -27,7 +28,11 @@ import (
 // The users of the secured broker. SCRAM keeps one password per mechanism,
 // so the three differ: a password only works with its own mechanism.
 const (
-	kafkaUser         = "walrelay"
+	kafkaUser = "walrelay"
+	// readlessUser may write the topics of the test that grants it so, not
+	// read them (testReadlessPrincipal); its SCRAM-SHA-512 password.
+	readlessUser      = "readless"
+	readlessPassword  = "readless-Pa55word-e2e"
 	plainPassword     = "plain-Pa55word-e2e"
 	scram256Password  = "scram256-Pa55word-e2e"
 	scram512Password  = "scram512-Pa55word-e2e"
@@ -75,7 +80,8 @@ func startSecureKafka(t *testing.T) *secureKafka {
 	format := exec.Command(java, append(jvm, "-cp", filepath.Join(libs, "*"), "kafka.tools.StorageTool", "format",
 		"-t", clusterID(t), "-c", props, "--standalone",
 		"--add-scram", "SCRAM-SHA-256=[name="+kafkaUser+",password="+scram256Password+"]",
-		"--add-scram", "SCRAM-SHA-512=[name="+kafkaUser+",password="+scram512Password+"]")...)
+		"--add-scram", "SCRAM-SHA-512=[name="+kafkaUser+",password="+scram512Password+"]",
+		"--add-scram", "SCRAM-SHA-512=[name="+readlessUser+",password="+readlessPassword+"]")...)
 	if out, err := format.CombinedOutput(); err != nil {
 		t.Fatalf("format the secured broker's storage: %v\n%s", err, out)
 	}
@@ -178,6 +184,12 @@ func (k *secureKafka) properties(controller, data, keystore string) string {
 		"default.replication.factor=1",
 		"min.insync.replicas=1",
 		"auto.create.topics.enable=true",
+		// An authorizer, open where no ACL names a topic: the plain and
+		// controller listeners (ANONYMOUS) may do anything, and only the
+		// topics a test grants readlessUser are closed to everyone else.
+		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"allow.everyone.if.no.acl.found=true",
+		"super.users=User:ANONYMOUS",
 		"num.partitions=1",
 		"num.network.threads=1",
 		"num.io.threads=2",
@@ -247,7 +259,7 @@ func (k *secureKafka) answers() bool {
 }
 
 // setSCRAM256 sets user's SCRAM-SHA-256 password, through the plain
-// listener (the broker has no authorizer). Like Kafka's tools, it sends the
+// listener (a super user's). Like Kafka's tools, it sends the
 // salted password, never the password.
 func (k *secureKafka) setSCRAM256(t *testing.T, user, password string) {
 	t.Helper()
@@ -278,4 +290,25 @@ func tailFile(path string, n int) string {
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// allow lets principal (User:name) do ops on the topics named with prefix,
+// through the plain listener; the topics are then closed to every other
+// principal but the super user.
+func (k *secureKafka) allow(t *testing.T, principal, prefix string, ops ...kafka.ACLOperationType) {
+	t.Helper()
+	var acls []kafka.ACLEntry
+	for _, op := range ops {
+		acls = append(acls, kafka.ACLEntry{ResourceType: kafka.ResourceTypeTopic, ResourceName: prefix, ResourcePatternType: kafka.PatternTypePrefixed,
+			Principal: principal, Host: "*", Operation: op, PermissionType: kafka.ACLPermissionTypeAllow})
+	}
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := (&kafka.Client{Addr: kafka.TCP(k.plain), Transport: tr}).CreateACLs(ctx, &kafka.CreateACLsRequest{ACLs: acls})
+	if err == nil {
+		err = errors.Join(res.Errors...)
+	}
+	testkit.Must(t, err, "allow %s %v on %s*", principal, ops, prefix)
 }

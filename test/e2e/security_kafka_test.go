@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/walrelay/walrelay/internal/testkit"
 	"github.com/walrelay/walrelay/internal/testkit/poll"
 	"github.com/walrelay/walrelay/test/harness"
@@ -26,6 +28,57 @@ func TestKafkaSecurity(t *testing.T) {
 	t.Run("PLAIN, SCRAM-SHA-256 and mutual TLS pass check", func(t *testing.T) { testCheckMechanisms(t, k) })
 	t.Run("PLAIN without TLS publishes and warns", func(t *testing.T) { testPlainWithoutTLS(t, k) })
 	t.Run("password changed while running is retried, not parked", func(t *testing.T) { testPasswordChangedWhileRunning(t, k) })
+	t.Run("a principal that may not read publishes, check warns", func(t *testing.T) { testReadlessPrincipal(t, k) })
+}
+
+// A principal allowed to write the topics but not to read them: walrelay
+// publishes every row all the same; walrelay check warns that a restart
+// cannot see what the partitions hold, and a restarted relay warns that
+// it cannot read the partitions' ends (--resume-from-kafka then only
+// costs duplicates).
+func testReadlessPrincipal(t *testing.T, k *secureKafka) {
+	f := harness.NewOn(t, k.plain, "order")
+	k.allow(t, "User:"+readlessUser, f.TopicPrefix, kafka.ACLOperationTypeWrite, kafka.ACLOperationTypeDescribe,
+		kafka.ACLOperationTypeCreate, kafka.ACLOperationTypeDescribeConfigs)
+	args := append(k.tlsArgs(), "--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-username", readlessUser, "--kafka-sasl-password", readlessPassword)
+	f.WalrelayOK("init")
+	total := 0
+	for run := range 2 {
+		r := f.Run(args...)
+		r.WaitStarted()
+		n, err := f.Write(context.Background(), harness.Load{Writers: 2, Rows: 200, MaxTxRows: 10, AggregatesPerWriter: 5, Types: []string{"order"}})
+		testkit.Must(t, err, "write outbox rows")
+		total += n
+		f.WaitConfirmed(r, f.CurrentLSN(), 2*time.Minute)
+		if code := r.Stop(); code != 0 {
+			t.Fatalf("walrelay exit code after SIGTERM: got %d; want 0\n%s", code, r.Stderr.String())
+		}
+		if run == 0 {
+			// The partitions were empty: nothing to read yet.
+			continue
+		}
+		line := r.WaitLine("cannot read the partition's end in Kafka", time.Second)
+		if !strings.Contains(line, "Topic Authorization Failed") {
+			t.Errorf("the warning of a partition whose end cannot be read: %s; want the broker's refusal in it", line)
+		}
+	}
+
+	stdout, stderr, _ := f.Walrelay("check", args...)
+	topic := f.Topic("order")
+	row := ""
+	for _, l := range strings.Split(stdout, "\n") {
+		if strings.Contains(l, "topic "+topic+" read") {
+			row = l
+		}
+	}
+	if !strings.HasPrefix(row, "warn") || !strings.Contains(row, "may not read it") || !strings.Contains(row, "Topic Authorization Failed") {
+		t.Errorf("check's row of reading %s: %q; want a warning that walrelay may not read it\n%s%s", topic, row, stdout, stderr)
+	}
+	rows := f.OutboxRows()
+	if len(rows) != total {
+		t.Fatalf("outbox rows: got %d; want the %d committed", len(rows), total)
+	}
+	harness.AssertClean(t, f.Verify(rows), 0)
 }
 
 // tlsArgs trust the broker's CA; scramArgs add SCRAM-SHA-512 as walrelay.
