@@ -246,8 +246,9 @@ func (c *kafkaChecker) checkTopics(md *kafka.MetadataResponse) {
 	}
 }
 
-// readableTries and readableRetry bound how long check asks a topic's end
-// again while Kafka answers with a retriable error.
+// readableTries and readableRetry bound how long check, and a resuming
+// sink before a partition's first produce, ask a partition's end again
+// while Kafka answers with a retriable error (a topic just created).
 const (
 	readableTries = 15
 	readableRetry = 200 * time.Millisecond

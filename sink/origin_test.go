@@ -328,3 +328,46 @@ func TestRetryAfterAnInDoubtProduceSendsOnlyWhatTheLogLacks(t *testing.T) {
 		t.Errorf("%d produce requests; want 3 (refused, written in doubt, the last three)", n)
 	}
 }
+
+// flakyTails fails its first calls with a retriable error, as a topic just
+// created answers before it has a leader, then answers from tails.
+type flakyTails struct {
+	fails atomic.Int32
+	tails tailReader
+}
+
+func (f *flakyTails) readTail(ctx context.Context, topic string, partition int, source string, lim tailLimits) (tail, int, error) {
+	if f.fails.Add(-1) >= 0 {
+		return tail{}, 0, fmt.Errorf("list offsets of %s/%d: %w", topic, partition, kafka.NotLeaderForPartition)
+	}
+	return f.tails.readTail(ctx, topic, partition, source, lim)
+}
+
+// A partition whose end answers a retriable error at first is asked
+// again, and then skips what it holds.
+func TestResumingSinkAsksAgainWhileThePartitionHasNoLeader(t *testing.T) {
+	prod, records := recordingProducer()
+	at := func(i int) pglogrepl.LSN { return pglogrepl.LSN(0x1000 + 0x10*i) }
+	tails := &flakyTails{tails: &fixedTails{tails: map[int]schema.WALMark{0: {Timeline: 1, Pos: schema.Position{CommitLSN: at(2)}, Partitions: 1}}}}
+	tails.fails.Store(2)
+	cfg := testConfig()
+	cfg.ResumeFromKafka = true
+	h := startWith(t, cfg, prod, fixedPartitions(1), func(s *Sink) { s.tails = tails })
+	h.s.Start(Origin{Source: schema.WALSource("7433256101470117656", "shop", "walrelay"), Timeline: 1})
+	ids := map[string]int{}
+	for i := range 5 {
+		m := msg(i, "a")
+		m.CommitLSN = at(i)
+		ids[string(m.ID)] = i
+		if err := h.s.Publish(context.Background(), m, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.s.Close()
+	if err := h.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := producedIndexes(records(), ids); fmt.Sprint(got) != "[3 4]" {
+		t.Errorf("produced %v; want [3 4]: 0-2 are at or before the tail read on the third try", got)
+	}
+}

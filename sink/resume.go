@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
+	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -257,7 +258,16 @@ func (s *Sink) resume(ctx context.Context, p *partition) {
 	if s.tails == nil || o == nil {
 		return
 	}
-	t, scanned, err := s.tails.readTail(ctx, p.topic, p.id, o.Source, tailLimits{records: s.cfg.ResumeMaxRecords, bytes: s.cfg.ResumeMaxBytes})
+	lim := tailLimits{records: s.cfg.ResumeMaxRecords, bytes: s.cfg.ResumeMaxBytes}
+	t, scanned, err := s.tails.readTail(ctx, p.topic, p.id, o.Source, lim)
+	// A topic just created may have no leader yet: a retriable error is
+	// asked again for a few seconds before the partition gives up.
+	for try := 0; try < readableTries && isTemporary(err) && ctx.Err() == nil; try++ {
+		if backoff.Sleep(ctx, readableRetry) != nil {
+			break
+		}
+		t, scanned, err = s.tails.readTail(ctx, p.topic, p.id, o.Source, lim)
+	}
 	switch {
 	case err != nil:
 		s.log.Warn("cannot read the partition's end in Kafka: its replayed messages are published again (duplicates, never loss)",
