@@ -18,16 +18,25 @@ func produceRaw(t *testing.T, client *kafka.Client, topic string, partition int,
 	t.Helper()
 	value := strings.Repeat("v", valueBytes)
 	for i := 0; i < len(headers); i += 100 {
-		var recs []kafka.Record
-		for _, hs := range headers[i:min(i+100, len(headers))] {
-			recs = append(recs, kafka.Record{Value: kafka.NewBytes([]byte(value)), Headers: hs})
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		res, err := client.Produce(ctx, &kafka.ProduceRequest{Topic: topic, Partition: partition, RequiredAcks: kafka.RequireAll,
-			Records: kafka.NewRecordReader(recs...)})
-		cancel()
-		if err == nil && res.Error != nil {
-			err = res.Error
+		// A topic just created may have no leader yet: retriable errors are
+		// tried again for a while, as the sink does.
+		var err error
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			var recs []kafka.Record // fresh values each try: a try reads them to the end
+			for _, hs := range headers[i:min(i+100, len(headers))] {
+				recs = append(recs, kafka.Record{Value: kafka.NewBytes([]byte(value)), Headers: hs})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			var res *kafka.ProduceResponse
+			res, err = client.Produce(ctx, &kafka.ProduceRequest{Topic: topic, Partition: partition, RequiredAcks: kafka.RequireAll,
+				Records: kafka.NewRecordReader(recs...)})
+			cancel()
+			if err == nil && res.Error != nil {
+				err = res.Error
+			}
+			if !isTemporary(err) || time.Now().After(deadline) {
+				break
+			}
 		}
 		if err != nil {
 			t.Fatalf("produce to %s/%d: %v", topic, partition, err)
