@@ -116,6 +116,41 @@ func producedIndexes(records [][]kafka.Header, ids map[string]int) []int {
 	return got
 }
 
+// lsnAt is the commit LSN of the i-th message of the resuming tests.
+func lsnAt(i int) pglogrepl.LSN { return pglogrepl.LSN(0x1000 + 0x10*i) }
+
+// testOrigin is the stream of the resuming tests, on timeline tli.
+func testOrigin(tli int32, ended map[int32]pglogrepl.LSN) Origin {
+	return Origin{Source: schema.WALSource("7433256101470117656", "shop", "walrelay"), Timeline: tli, Ended: ended}
+}
+
+// publishResuming runs a sink that resumes from tails over partitions
+// partitions, started with o, publishes n messages, the i-th keyed
+// keys[i%len(keys)] at lsnAt(i), closes it, and returns it and the indexes
+// of the messages it produced, sorted.
+func publishResuming(t *testing.T, partitions int, tails tailReader, o Origin, keys []string, n int) (*harness, []int) {
+	t.Helper()
+	prod, records := recordingProducer()
+	cfg := testConfig()
+	cfg.ResumeFromKafka = true
+	h := startWith(t, cfg, prod, fixedPartitions(partitions), func(s *Sink) { s.tails = tails })
+	h.s.Start(o)
+	ids := map[string]int{}
+	for i := range n {
+		m := msg(i, keys[i%len(keys)])
+		m.CommitLSN = lsnAt(i)
+		ids[string(m.ID)] = i
+		if err := h.s.Publish(context.Background(), m, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.s.Close()
+	if err := h.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	return h, producedIndexes(records(), ids)
+}
+
 // fixedTails answers every partition's tail from a map; a missing one has
 // no tail.
 type fixedTails struct {
@@ -139,36 +174,17 @@ func (f *fixedTails) readTail(_ context.Context, _ string, partition int, source
 // acknowledged without a produce, in order with the rest; a partition
 // without a tail, or a tail of another timeline, publishes everything.
 func TestResumingSinkSkipsWhatThePartitionHolds(t *testing.T) {
-	prod, records := recordingProducer()
 	// Keys "a" and "b" go to different partitions of 3 (murmur2).
 	pa, pb := partitionFor("a", 3), partitionFor("b", 3)
 	if pa == pb {
 		t.Fatal("test keys share a partition")
 	}
-	at := func(i int) pglogrepl.LSN { return pglogrepl.LSN(0x1000 + 0x10*i) }
 	tails := &fixedTails{tails: map[int]schema.WALMark{
-		pa: {Timeline: 1, Pos: schema.Position{CommitLSN: at(5)}, Partitions: 3},
-		pb: {Timeline: 2, Pos: schema.Position{CommitLSN: at(9)}, Partitions: 3}, // another timeline
+		pa: {Timeline: 1, Pos: schema.Position{CommitLSN: lsnAt(5)}, Partitions: 3},
+		pb: {Timeline: 2, Pos: schema.Position{CommitLSN: lsnAt(9)}, Partitions: 3}, // another timeline
 	}}
-	cfg := testConfig()
-	cfg.ResumeFromKafka = true
-	h := startWith(t, cfg, prod, fixedPartitions(3), func(s *Sink) { s.tails = tails })
-	h.s.Start(Origin{Source: schema.WALSource("7433256101470117656", "shop", "walrelay"), Timeline: 1})
-	ids := map[string]int{}
-	for i := range 20 {
-		m := msg(i, []string{"a", "b"}[i%2])
-		m.CommitLSN = at(i)
-		ids[string(m.ID)] = i
-		if err := h.s.Publish(context.Background(), m, uint64(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h.s.Close()
-	if err := h.wait(t); err != nil {
-		t.Fatal(err)
-	}
-	// a: 0, 2, 4 are at or before its tail (at(5)); b's tail is of timeline 2.
-	got := producedIndexes(records(), ids)
+	h, got := publishResuming(t, 3, tails, testOrigin(1, nil), []string{"a", "b"}, 20)
+	// a: 0, 2, 4 are at or before its tail (lsnAt(5)); b's tail is of timeline 2.
 	var want []int
 	for i := range 20 {
 		if i%2 == 1 || i > 5 {
@@ -194,33 +210,13 @@ func TestResumingSinkSkipsWhatThePartitionHolds(t *testing.T) {
 // history), not for those after; a tail of a timeline the history does not
 // hold vouches for nothing.
 func TestResumingSinkAfterAFailoverTrustsTheOldTimelineUpToItsEnd(t *testing.T) {
-	prod, records := recordingProducer()
 	pa, pb := partitionFor("a", 3), partitionFor("b", 3)
-	at := func(i int) pglogrepl.LSN { return pglogrepl.LSN(0x1000 + 0x10*i) }
 	tails := &fixedTails{tails: map[int]schema.WALMark{
-		pa: {Timeline: 1, Pos: schema.Position{CommitLSN: at(15)}, Partitions: 3}, // the old primary ran on past the switch
-		pb: {Timeline: 3, Pos: schema.Position{CommitLSN: at(15)}, Partitions: 3}, // another standby's timeline
+		pa: {Timeline: 1, Pos: schema.Position{CommitLSN: lsnAt(15)}, Partitions: 3}, // the old primary ran on past the switch
+		pb: {Timeline: 3, Pos: schema.Position{CommitLSN: lsnAt(15)}, Partitions: 3}, // another standby's timeline
 	}}
-	cfg := testConfig()
-	cfg.ResumeFromKafka = true
-	h := startWith(t, cfg, prod, fixedPartitions(3), func(s *Sink) { s.tails = tails })
-	h.s.Start(Origin{Source: schema.WALSource("7433256101470117656", "shop", "walrelay"), Timeline: 2,
-		Ended: map[int32]pglogrepl.LSN{1: at(7)}})
-	ids := map[string]int{}
-	for i := range 20 {
-		m := msg(i, []string{"a", "b"}[i%2])
-		m.CommitLSN = at(i)
-		ids[string(m.ID)] = i
-		if err := h.s.Publish(context.Background(), m, uint64(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h.s.Close()
-	if err := h.wait(t); err != nil {
-		t.Fatal(err)
-	}
-	got := producedIndexes(records(), ids)
-	// a: 0, 2, 4, 6 committed before timeline 1 ended at at(7); 8 on are
+	h, got := publishResuming(t, 3, tails, testOrigin(2, map[int32]pglogrepl.LSN{1: lsnAt(7)}), []string{"a", "b"}, 20)
+	// a: 0, 2, 4, 6 committed before timeline 1 ended at lsnAt(7); 8 on are
 	// timeline 2's own. b: all of them.
 	var want []int
 	for i := range 20 {
@@ -287,11 +283,11 @@ func TestRetryAfterAnInDoubtProduceSendsOnlyWhatTheLogLacks(t *testing.T) {
 	cfg.ResumeFromKafka = true
 	cfg.BatchMaxMessages = 5
 	h := startWith(t, cfg, prod, fixedPartitions(1), func(s *Sink) { s.tails = log })
-	h.s.Start(Origin{Source: schema.WALSource("7433256101470117656", "shop", "walrelay"), Timeline: 1})
+	h.s.Start(testOrigin(1, nil))
 	ids := map[string]int{}
 	for i := range 5 {
 		m := msg(i, "a")
-		m.CommitLSN = pglogrepl.LSN(0x1000 + 0x10*i)
+		m.CommitLSN = lsnAt(i)
 		ids[string(m.ID)] = i
 		if err := h.s.Publish(context.Background(), m, uint64(i)); err != nil {
 			t.Fatal(err)
@@ -302,7 +298,7 @@ func TestRetryAfterAnInDoubtProduceSendsOnlyWhatTheLogLacks(t *testing.T) {
 	})
 	for i := 5; i < 8; i++ {
 		m := msg(i, "a")
-		m.CommitLSN = pglogrepl.LSN(0x1000 + 0x10*i)
+		m.CommitLSN = lsnAt(i)
 		ids[string(m.ID)] = i
 		if err := h.s.Publish(context.Background(), m, uint64(i)); err != nil {
 			t.Fatal(err)
@@ -346,28 +342,10 @@ func (f *flakyTails) readTail(ctx context.Context, topic string, partition int, 
 // A partition whose end answers a retriable error at first is asked
 // again, and then skips what it holds.
 func TestResumingSinkAsksAgainWhileThePartitionHasNoLeader(t *testing.T) {
-	prod, records := recordingProducer()
-	at := func(i int) pglogrepl.LSN { return pglogrepl.LSN(0x1000 + 0x10*i) }
-	tails := &flakyTails{tails: &fixedTails{tails: map[int]schema.WALMark{0: {Timeline: 1, Pos: schema.Position{CommitLSN: at(2)}, Partitions: 1}}}}
+	tails := &flakyTails{tails: &fixedTails{tails: map[int]schema.WALMark{0: {Timeline: 1, Pos: schema.Position{CommitLSN: lsnAt(2)}, Partitions: 1}}}}
 	tails.fails.Store(2)
-	cfg := testConfig()
-	cfg.ResumeFromKafka = true
-	h := startWith(t, cfg, prod, fixedPartitions(1), func(s *Sink) { s.tails = tails })
-	h.s.Start(Origin{Source: schema.WALSource("7433256101470117656", "shop", "walrelay"), Timeline: 1})
-	ids := map[string]int{}
-	for i := range 5 {
-		m := msg(i, "a")
-		m.CommitLSN = at(i)
-		ids[string(m.ID)] = i
-		if err := h.s.Publish(context.Background(), m, uint64(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h.s.Close()
-	if err := h.wait(t); err != nil {
-		t.Fatal(err)
-	}
-	if got := producedIndexes(records(), ids); fmt.Sprint(got) != "[3 4]" {
+	_, got := publishResuming(t, 1, tails, testOrigin(1, nil), []string{"a"}, 5)
+	if fmt.Sprint(got) != "[3 4]" {
 		t.Errorf("produced %v; want [3 4]: 0-2 are at or before the tail read on the third try", got)
 	}
 }
