@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
@@ -246,20 +245,6 @@ func (c *kafkaChecker) checkTopics(md *kafka.MetadataResponse) {
 	}
 }
 
-// readableTries and readableRetry bound how long check, and a resuming
-// sink before a partition's first produce, ask a partition's end again
-// while Kafka answers with a retriable error (a topic just created).
-const (
-	readableTries = 15
-	readableRetry = 200 * time.Millisecond
-)
-
-// isTemporary reports a Kafka error that a retry may clear.
-func isTemporary(err error) bool {
-	var kerr kafka.Error
-	return errors.As(err, &kerr) && kerr.Temporary()
-}
-
 // readResult warns, with refused set, when walrelay may not read topic t,
 // as it does after a restart to skip what the partitions already hold
 // (--resume-from-kafka, DECISIONS 47): a Fetch at the end of one partition,
@@ -271,13 +256,7 @@ func (c *kafkaChecker) readResult(t kafka.Topic) (r check.Result, refused bool) 
 		return check.Result{}, false
 	}
 	tails := &kafkaTails{client: c.client}
-	err := tails.readable(c.ctx, t.Name, t.Partitions[0].ID)
-	// A topic just created may have no leader yet: a retriable error is
-	// asked again for a few seconds before it counts.
-	for try := 0; try < readableTries && isTemporary(err) && c.ctx.Err() == nil; try++ {
-		time.Sleep(readableRetry)
-		err = tails.readable(c.ctx, t.Name, t.Partitions[0].ID)
-	}
+	err := askAgain(c.ctx, func() error { return tails.readable(c.ctx, t.Name, t.Partitions[0].ID) })
 	name := "topic " + t.Name + " read"
 	switch {
 	case err == nil:

@@ -150,6 +150,34 @@ func (k *kafkaTails) readTail(ctx context.Context, topic string, partition int, 
 	return tail{}, scanned, nil
 }
 
+// askTries and askRetry bound how long a partition's end is asked again
+// while Kafka answers with a retriable error (a topic just created that has
+// no leader yet): by check, and by a resuming sink before a partition's
+// first produce.
+const (
+	askTries = 15
+	askRetry = 200 * time.Millisecond
+)
+
+// askAgain runs ask, and again while it fails with a retriable Kafka error,
+// up to askTries more times; it returns the last error.
+func askAgain(ctx context.Context, ask func() error) error {
+	err := ask()
+	for try := 0; try < askTries && isTemporary(err); try++ {
+		if backoff.Sleep(ctx, askRetry) != nil {
+			return err
+		}
+		err = ask()
+	}
+	return err
+}
+
+// isTemporary reports a Kafka error that a retry may clear.
+func isTemporary(err error) bool {
+	var kerr kafka.Error
+	return errors.As(err, &kerr) && kerr.Temporary()
+}
+
 // readable fetches at the end of a partition, reading nothing: an error
 // says walrelay cannot read its tails (TopicAuthorizationFailed without
 // Read on the topic).
@@ -259,15 +287,12 @@ func (s *Sink) resume(ctx context.Context, p *partition) {
 		return
 	}
 	lim := tailLimits{records: s.cfg.ResumeMaxRecords, bytes: s.cfg.ResumeMaxBytes}
-	t, scanned, err := s.tails.readTail(ctx, p.topic, p.id, o.Source, lim)
-	// A topic just created may have no leader yet: a retriable error is
-	// asked again for a few seconds before the partition gives up.
-	for try := 0; try < readableTries && isTemporary(err) && ctx.Err() == nil; try++ {
-		if backoff.Sleep(ctx, readableRetry) != nil {
-			break
-		}
+	var t tail
+	var scanned int
+	err := askAgain(ctx, func() (err error) {
 		t, scanned, err = s.tails.readTail(ctx, p.topic, p.id, o.Source, lim)
-	}
+		return err
+	})
 	switch {
 	case err != nil:
 		s.log.Warn("cannot read the partition's end in Kafka: its replayed messages are published again (duplicates, never loss)",
