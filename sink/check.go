@@ -256,7 +256,7 @@ func (c *kafkaChecker) readResult(t kafka.Topic) (r check.Result, refused bool) 
 		return check.Result{}, false
 	}
 	tails := &kafkaTails{client: c.client}
-	err := askAgain(c.ctx, func() error { return tails.readable(c.ctx, t.Name, t.Partitions[0].ID) })
+	err := askAgain(c.ctx, askWithin, isTemporary, func() error { return tails.readable(c.ctx, t.Name, t.Partitions[0].ID) })
 	name := "topic " + t.Name + " read"
 	switch {
 	case err == nil:

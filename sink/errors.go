@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 
+	"github.com/walrelay/walrelay/internal/kafkawire"
 	"github.com/walrelay/walrelay/schema"
 )
 
@@ -113,7 +114,8 @@ func classify(err error) errClass {
 			return classTransient
 		}
 		return classPermanent
-	case errors.Is(err, protocol.ErrNoTopic), errors.Is(err, protocol.ErrNoPartition), errors.Is(err, protocol.ErrNoLeader):
+	case errors.Is(err, protocol.ErrNoTopic), errors.Is(err, protocol.ErrNoPartition), errors.Is(err, protocol.ErrNoLeader),
+		errors.Is(err, kafkawire.ErrNoLeader):
 		// The transport's cached cluster layout lags behind a new topic or a
 		// leader election; it refreshes itself.
 		return classTransient
@@ -179,7 +181,8 @@ func isTLSError(err error) bool {
 
 func isNetworkError(err error) bool {
 	var nerr net.Error
-	return errors.As(err, &nerr) ||
+	var cerr *kafkawire.ConnError
+	return errors.As(err, &nerr) || errors.As(err, &cerr) ||
 		errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, net.ErrClosed) ||

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -330,11 +332,16 @@ func TestRetryAfterAnInDoubtProduceSendsOnlyWhatTheLogLacks(t *testing.T) {
 type flakyTails struct {
 	fails atomic.Int32
 	tails tailReader
+	err   error // what a failure says; kafka.NotLeaderForPartition when nil
 }
 
 func (f *flakyTails) readTail(ctx context.Context, topic string, partition int, source string, lim tailLimits) (tail, int, error) {
 	if f.fails.Add(-1) >= 0 {
-		return tail{}, 0, fmt.Errorf("list offsets of %s/%d: %w", topic, partition, kafka.NotLeaderForPartition)
+		err := f.err
+		if err == nil {
+			err = kafka.NotLeaderForPartition
+		}
+		return tail{}, 0, fmt.Errorf("list offsets of %s/%d: %w", topic, partition, err)
 	}
 	return f.tails.readTail(ctx, topic, partition, source, lim)
 }
@@ -347,5 +354,38 @@ func TestResumingSinkAsksAgainWhileThePartitionHasNoLeader(t *testing.T) {
 	_, got := publishResuming(t, 1, tails, testOrigin(1, nil), []string{"a"}, 5)
 	if fmt.Sprint(got) != "[3 4]" {
 		t.Errorf("produced %v; want [3 4]: 0-2 are at or before the tail read on the third try", got)
+	}
+}
+
+// A relay that starts while a partition's leader is dead meets refused
+// connections until Kafka elects another leader: it asks again, for longer
+// than check's few seconds, instead of publishing the replayed messages
+// again (issue 47).
+func TestResumingSinkWaitsForALeaderThatRefusesConnections(t *testing.T) {
+	tails := &flakyTails{tails: &fixedTails{tails: map[int]schema.WALMark{0: {Timeline: 1, Pos: schema.Position{CommitLSN: lsnAt(2)}, Partitions: 1}}},
+		err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+	tails.fails.Store(int32(askWithin/askRetry) + 2) // past check's bound
+	_, got := publishResuming(t, 1, tails, testOrigin(1, nil), []string{"a"}, 5)
+	if fmt.Sprint(got) != "[3 4]" {
+		t.Errorf("produced %v; want [3 4]: 0-2 are at or before the tail read once the leader answered", got)
+	}
+}
+
+func TestLeaderAwayTellsWhatANewLeaderClears(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("list offsets: %w", kafka.NotLeaderForPartition), true},
+		{fmt.Errorf("list offsets: %w", kafka.LeaderNotAvailable), true},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, true},
+		{fmt.Errorf("fetch: %w", syscall.ECONNRESET), true},
+		{context.Canceled, false},
+		{fmt.Errorf("fetch: %w", kafka.TopicAuthorizationFailed), false},
+		{nil, false},
+	} {
+		if got := leaderAway(tc.err); got != tc.want {
+			t.Errorf("leaderAway(%v) = %v; want %v", tc.err, got, tc.want)
+		}
 	}
 }

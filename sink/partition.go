@@ -14,6 +14,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/internal/failpoint"
+	"github.com/walrelay/walrelay/internal/kafkawire"
 )
 
 // partition is the queue of one topic-partition. Publish pushes; one worker
@@ -270,11 +271,13 @@ func (s *Sink) nextBatch(ctx context.Context, p *partition) ([]*record, error) {
 	}
 }
 
-// send produces batch to p with acks=all, retrying transient failures with
-// backoff until Kafka acknowledges it or ctx is done. Each retry sends the
-// same records again, so it may duplicate them but never reorders or skips.
-// A permanent failure is a *refusedError.
+// send produces batch to p with acks=all, retrying transient failures
+// until Kafka acknowledges it or ctx is done (retryDelay says how long each
+// retry waits). Each retry sends the same records again, so it may
+// duplicate them but never reorders or skips. A permanent failure is a
+// *refusedError.
 func (s *Sink) send(ctx context.Context, p *partition, batch []*record) error {
+	var st retryState
 	for attempt := 0; ; attempt++ {
 		if s.cfg.Guard != nil {
 			if err := s.cfg.Guard(); err != nil {
@@ -285,6 +288,7 @@ func (s *Sink) send(ctx context.Context, p *partition, batch []*record) error {
 		if err == nil {
 			return nil
 		}
+		failedAt := time.Now()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -300,11 +304,13 @@ func (s *Sink) send(ctx context.Context, p *partition, batch []*record) error {
 		if layoutMoved(err) {
 			signal(s.recheckWake)
 		}
-		d := s.retry.Delay(attempt)
-		s.log.Warn("produce failed, retrying the batch",
-			zap.String("topic", p.topic), zap.Int("partition", p.id), zap.Int("messages", len(batch)),
-			zap.Stringer("first_message_id", batch[0].id), zap.Int("attempt", attempt+1),
-			zap.Duration("backoff", d), zap.Stringer("class", class), zap.Error(err))
+		d, wait := s.retryDelay(ctx, p, err, failedAt, &st)
+		if st.logged() {
+			s.log.Warn("produce failed, retrying the batch",
+				zap.String("topic", p.topic), zap.Int("partition", p.id), zap.Int("messages", len(batch)),
+				zap.Stringer("first_message_id", batch[0].id), zap.Int("attempt", attempt+1),
+				zap.Duration("backoff", d), zap.String("waiting_for", wait), zap.Stringer("class", class), zap.Error(err))
+		}
 		s.m.retries.Inc()
 		if err := backoff.Sleep(ctx, d); err != nil {
 			return err
@@ -320,6 +326,70 @@ func (s *Sink) send(ctx context.Context, p *partition, batch []*record) error {
 			batch = batch[n:]
 		}
 	}
+}
+
+// retryState is what the retries of one batch have seen so far.
+type retryState struct {
+	outages  int // retries waited out with the outage backoff
+	polls    int // looks at the layout while the partition had no new leader
+	unlogged int // retries not logged since the last one logged
+}
+
+// logged reports whether this retry is logged: every retry in an outage,
+// the first of a wait for a new leader and then every tenth (the looks are
+// a second apart at most: the log shows the wait without a line a look).
+func (st *retryState) logged() bool {
+	if st.polls <= 1 {
+		return true
+	}
+	st.unlogged++
+	if st.unlogged == 10 {
+		st.unlogged = 0
+		return true
+	}
+	return false
+}
+
+// leaderPoll spaces the looks at the layout while a partition waits for a
+// new leader: 100ms, growing to a second, so that a retry follows Kafka's
+// election within about a second (Kafka elects one once the old leader's
+// broker session times out: broker.session.timeout.ms, 9s by default).
+var leaderPoll = backoff.Policy{Min: 100 * time.Millisecond, Max: time.Second}
+
+// retryDelay is how long a produce that failed with the transient err at
+// failedAt waits before it is retried, and what it waits for. When err says
+// the partition's leader may have moved (movedLeader) and the producer
+// routes by a layout of its own, the layout is read again: a partition led
+// by another broker now is retried at once, one with no leader yet (or
+// still the one that failed) looks again soon (leaderPoll). Only when no
+// broker answers the read, or after any other error, is it an outage,
+// waited out with the exponential backoff of Config.RetryBackoffMin/Max:
+// the backoff grows while Kafka is out of reach, not while it elects.
+func (s *Sink) retryDelay(ctx context.Context, p *partition, err error, failedAt time.Time, st *retryState) (time.Duration, string) {
+	l, routes := s.prod.(leaders)
+	if routes && movedLeader(err) {
+		if rerr := l.Refresh(ctx, failedAt); rerr == nil {
+			now, lerr := l.Leader(ctx, p.topic, p.id)
+			if lerr == nil && now != brokerOf(err) {
+				st.polls = 0
+				return 0, "nothing: the partition has a new leader"
+			}
+			st.polls++
+			return leaderPoll.Delay(st.polls - 1), "a new leader of the partition"
+		}
+	}
+	st.outages++
+	return s.retry.Delay(st.outages - 1), "kafka to answer"
+}
+
+// movedLeader reports an error after which the partition's leader may be
+// another broker: the broker said it does not lead the partition (or
+// knows none), the partition had no leader to send to, or the connection
+// to the leader failed or timed out (a dead or partitioned broker).
+func movedLeader(err error) bool {
+	var cerr *kafkawire.ConnError
+	return layoutMoved(err) || errors.Is(err, kafka.BrokerNotAvailable) || errors.Is(err, kafka.ReplicaNotAvailable) ||
+		errors.Is(err, kafkawire.ErrNoLeader) || errors.As(err, &cerr) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // produce sends batch once. Success means the broker answered without a

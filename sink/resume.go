@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 	"go.uber.org/zap"
 
 	"github.com/walrelay/walrelay/internal/backoff"
@@ -150,26 +151,49 @@ func (k *kafkaTails) readTail(ctx context.Context, topic string, partition int, 
 	return tail{}, scanned, nil
 }
 
-// askTries and askRetry bound how long a partition's end is asked again
-// while Kafka answers with a retriable error (a topic just created that has
-// no leader yet): by check, and by a resuming sink before a partition's
-// first produce.
+// askWithin bounds how long a partition's end is asked again while Kafka
+// answers with a retriable error (a topic just created that has no leader
+// yet) in check; askRetry spaces the questions.
 const (
-	askTries = 15
-	askRetry = 200 * time.Millisecond
+	askWithin = 3 * time.Second
+	askRetry  = 200 * time.Millisecond
 )
 
-// askAgain runs ask, and again while it fails with a retriable Kafka error,
-// up to askTries more times; it returns the last error.
-func askAgain(ctx context.Context, ask func() error) error {
+// resumeLeaderWait bounds how long a resuming sink asks a partition's end
+// again before its first produce while the partition's leader is out of
+// reach or being elected: a relay that starts just after a broker died
+// meets the dead leader until Kafka elects another, once the broker's
+// session times out (broker.session.timeout.ms, 9s by default), and the
+// transport's cached layout shows it (within 6s more). The partition
+// cannot be produced to meanwhile either; past the bound, its replayed
+// messages are published again (duplicates, never loss).
+const resumeLeaderWait = 30 * time.Second
+
+// askAgain runs ask, and again while it fails with an error retriable
+// says a retry may clear, every askRetry until within has passed; it
+// returns the last error.
+func askAgain(ctx context.Context, within time.Duration, retriable func(error) bool, ask func() error) error {
+	deadline := time.Now().Add(within)
 	err := ask()
-	for try := 0; try < askTries && isTemporary(err); try++ {
+	for retriable(err) && time.Now().Add(askRetry).Before(deadline) {
 		if backoff.Sleep(ctx, askRetry) != nil {
 			return err
 		}
 		err = ask()
 	}
 	return err
+}
+
+// leaderAway reports an error that a new leader, once Kafka elects it,
+// clears: a retriable Kafka error, no leader in the transport's layout, or
+// a connection to the leader that failed (refused, reset, timed out).
+func leaderAway(err error) bool {
+	var kerr kafka.Error
+	if errors.As(err, &kerr) { // a kafka.Error is a net.Error too: the broker's word decides
+		return kerr.Temporary()
+	}
+	return errors.Is(err, protocol.ErrNoLeader) || errors.Is(err, protocol.ErrNoPartition) ||
+		err != nil && !errors.Is(err, context.Canceled) && isNetworkError(err)
 }
 
 // isTemporary reports a Kafka error that a retry may clear.
@@ -289,7 +313,7 @@ func (s *Sink) resume(ctx context.Context, p *partition) {
 	lim := tailLimits{records: s.cfg.ResumeMaxRecords, bytes: s.cfg.ResumeMaxBytes}
 	var t tail
 	var scanned int
-	err := askAgain(ctx, func() (err error) {
+	err := askAgain(ctx, resumeLeaderWait, leaderAway, func() (err error) {
 		t, scanned, err = s.tails.readTail(ctx, p.topic, p.id, o.Source, lim)
 		return err
 	})

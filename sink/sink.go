@@ -137,7 +137,15 @@ func New(cfg Config, log *zap.Logger, onAck AckFunc) (*Sink, error) {
 	addr := kafka.TCP(cfg.Brokers...)
 	client := &kafka.Client{Addr: addr, Timeout: cfg.WriteTimeout, Transport: cfg.Transport}
 	meta := &kafkaMetadata{transport: cfg.Transport, addr: addr, timeout: cfg.WriteTimeout}
-	s, err := newSink(cfg, log, onAck, client, meta)
+	var prod producer = client
+	if w, err := newWireProducer(cfg); err == nil {
+		closeKafkaGo := closeTransport
+		prod, closeTransport = w, func() { w.Close(); closeKafkaGo() }
+	} else if !errors.Is(err, errForeignTransport) {
+		closeTransport()
+		return nil, fmt.Errorf("sink config: %w", err)
+	}
+	s, err := newSink(cfg, log, onAck, prod, meta)
 	if err != nil {
 		closeTransport()
 		return nil, err
