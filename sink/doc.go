@@ -19,13 +19,18 @@
 //
 // kafka-go has no idempotent producer, so ordering is kept by discipline:
 // each topic-partition has its own queue and goroutine, which sends one
-// batch (one kafka.Client.Produce request for that topic-partition) and waits
-// for its acknowledgement before it sends the next. Partitions are
-// pipelined; within one, a later message never reaches Kafka before an
-// earlier one is acknowledged. A transient failure (network, leader change,
-// timeout, not enough replicas) retries the same batch, forever, with
-// exponential backoff and full jitter: a retry may duplicate records but
-// never reorders or skips them. Errors Kafka did not classify (anything
+// batch (one produce request for that topic-partition, to its leader, over
+// internal/kafkawire's connections) and waits for its acknowledgement
+// before it sends the next. Partitions are pipelined; within one, a later
+// message never reaches Kafka before an earlier one is acknowledged. A
+// transient failure retries the same batch, forever: a retry may duplicate
+// records but never reorders or skips them. After an error that says the
+// partition's leader may have moved (not the leader, no leader, its
+// connection failed or timed out) the cluster's layout is read again and a
+// new leader is retried at once, while Kafka elects one the layout is read
+// again within a second; any other transient error (not enough replicas,
+// no broker answering at all) waits an exponential backoff with full
+// jitter (DECISIONS 48). Errors Kafka did not classify (anything
 // without a Kafka error code that is not a recognised network error) are
 // retried like transient ones: only Kafka's own verdict condemns a message.
 //
