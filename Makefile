@@ -28,7 +28,20 @@ PG_OTHERS ?= $(filter-out $(PG_MAJOR),14 15 16 17 18)
 # (wal_status, invalidation_reason) are covered by relay's unit tests.
 COMPAT_TESTS ?= ^(TestEveryCommittedRowArrivesInOrder|TestSIGTERMMidStreamThenRestartLosesNothing|TestUndecodableRowsAreParkedAndDiscarded|TestCheckGoodRig|TestStatusReportsTheRunningRelay|TestPruneDeletesOnlyPublishedOldRows|TestHeartbeatKeepsTheSlotMovingWhileAnotherDatabaseWrites|TestLeastPrivilegeRoleSaysWhatIsMissing|TestCheckNamesTheRDSWayForAnRDSShapedRole|TestStandbyFollowsAndPromotes|TestFailover|TestRecoverAfterFailoverWithoutFailoverSlots|TestPartitionedOutboxWithPartitionsAttachedAndDetached)$$
 
-.PHONY: all build test unit faults chaos fuzz compat vet rig-up rig-down demo demo-shop demo-outage bench bench-recover clean
+# The Kafka compatibility set: the end-to-end tests that exercise what differs
+# between Kafka versions (the protocol versions a broker accepts, which Kafka 4
+# cut back, KIP-896; the admin calls `check` makes; TLS and SASL): streaming in
+# order, a restart, records that carry their WAL position, bad rows parked,
+# records Kafka refuses parked or halting the relay, check, resuming from
+# Kafka's tail after a failover, and TLS and SASL on a broker the test starts
+# from the same jars. It runs against KAFKA_COMPAT_VERSION, the newest 3.9
+# release, on a broker of its own beside the rig's and with the rig's
+# PostgreSQL (scripts/compat-kafka.sh); every test runs against the rig's Kafka
+# 4.4.0 (scripts/kafka.sh).
+KAFKA_COMPAT_VERSION ?= 3.9.2
+KAFKA_COMPAT_TESTS ?= ^(TestEveryCommittedRowArrivesInOrder|TestSIGTERMMidStreamThenRestartLosesNothing|TestRecordsCarryTheirWALPosition|TestUndecodableRowsAreParkedAndDiscarded|TestRetryableBadMessagesAreParkedInOrderAndRetried|TestHaltStopsBeforeARefusedRecordUntilTheTopicIsFixed|TestCheckGoodRig|TestFailover|TestKafkaSecurity)$$
+
+.PHONY: all build test unit faults chaos fuzz compat compat-kafka vet rig-up rig-down demo demo-shop demo-outage bench bench-recover clean
 
 all: build
 
@@ -57,7 +70,8 @@ unit:
 # `make rig-down` stops them): the stages of scripts/test.sh, those that can
 # share the machine at once, then the stages' times and the ten slowest tests.
 test: vet rig-up
-	COMPAT_TESTS='$(COMPAT_TESTS)' PG_OTHERS='$(PG_OTHERS)' FUZZTIME='$(FUZZTIME)' GO='$(GO)' scripts/test.sh
+	COMPAT_TESTS='$(COMPAT_TESTS)' PG_OTHERS='$(PG_OTHERS)' KAFKA_COMPAT_TESTS='$(KAFKA_COMPAT_TESTS)' \
+	  KAFKA_COMPAT_VERSION='$(KAFKA_COMPAT_VERSION)' FUZZTIME='$(FUZZTIME)' GO='$(GO)' scripts/test.sh
 
 # The fault-injection suite: it kills and restarts the services, so it runs
 # on a rig of its own (scripts/faults.sh), which it starts and stops; the
@@ -75,6 +89,12 @@ chaos:
 # against the rig's Kafka (scripts/compat.sh).
 compat: rig-up
 	scripts/compat.sh '$(COMPAT_TESTS)' $(PG_OTHERS)
+
+# The Kafka compatibility set on Kafka KAFKA_COMPAT_VERSION, on a broker of
+# its own (127.0.0.1:29200-29203) that it starts, then stops and purges,
+# with the rig's PostgreSQL (scripts/compat-kafka.sh; part of make test).
+compat-kafka: rig-up
+	GO='$(GO)' scripts/compat-kafka.sh '$(KAFKA_COMPAT_TESTS)' $(KAFKA_COMPAT_VERSION)
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./decoder

@@ -7,7 +7,10 @@
 #   module    the test module (test/: end-to-end, deploy checks, harness)
 #   unit      the root module's tests, the discard build's, the decoder fuzz
 #   compat    the compatibility set on the other PostgreSQL versions
-#             (scripts/compat.sh, COMPAT_TESTS and PG_OTHERS from make)
+#             (scripts/compat.sh, COMPAT_TESTS and PG_OTHERS from make),
+#             then the Kafka compatibility set on the older Kafka
+#             (scripts/compat-kafka.sh, KAFKA_COMPAT_TESTS and
+#             KAFKA_COMPAT_VERSION from make); either failing fails it
 #   faults    the fault-injection suite, on services of its own
 #             (scripts/faults.sh), so that its outages hit nobody else
 # module and unit run together against the rig; faults beside them when it
@@ -24,6 +27,8 @@ GO="${GO:-go}"
 FUZZTIME="${FUZZTIME:-300000x}"
 COMPAT_TESTS="${COMPAT_TESTS:?set by make}"
 PG_OTHERS="${PG_OTHERS:?set by make}"
+KAFKA_COMPAT_TESTS="${KAFKA_COMPAT_TESTS:?set by make}"
+KAFKA_COMPAT_VERSION="${KAFKA_COMPAT_VERSION:?set by make}"
 ALONGSIDE="${WALRELAY_FAULTS_ALONGSIDE:-1}"
 # The compat set beside the main suites is WALRELAY_COMPAT_ALONGSIDE=1; by
 # default (0) it waits for them, so that its failover tests never share the
@@ -58,9 +63,15 @@ unit() {
   "$GO" test -run '^$' -fuzz FuzzDecode -fuzztime "$FUZZTIME" ./decoder || rc=1
   return "$rc"
 }
+# The PostgreSQL versions, then the Kafka version: one after the other, so
+# that the stage never runs more than compat.sh's two servers at once.
 compat() {
+  local rc=0
   # shellcheck disable=SC2086 # a list of versions
-  scripts/compat.sh "$COMPAT_TESTS" $PG_OTHERS
+  scripts/compat.sh "$COMPAT_TESTS" $PG_OTHERS || rc=1
+  # shellcheck disable=SC2086 # a list of versions
+  scripts/compat-kafka.sh "$KAFKA_COMPAT_TESTS" $KAFKA_COMPAT_VERSION || rc=1
+  return "$rc"
 }
 faults() {
   if [ -x scripts/faults.sh ]; then

@@ -17,9 +17,31 @@ import (
 )
 
 // Broker and topic settings the checks read.
+//
+// The durability settings in the words of Kafka's documentation
+// (https://kafka.apache.org/documentation/, the anchor after each quote):
+//   - min.insync.replicas (#topicconfigs_min.insync.replicas): "When a
+//     producer sets acks to "all" (or "-1"), this configuration specifies the
+//     minimum number of replicas that must acknowledge a write for the write
+//     to be considered successful"; "a typical scenario would be to create a
+//     topic with a replication factor of 3, set min.insync.replicas to 2, and
+//     produce with acks of "all"". walrelay always produces with acks=all.
+//   - unclean.leader.election.enable
+//     (#topicconfigs_unclean.leader.election.enable): "Indicates whether to
+//     enable replicas not in the ISR set to be elected as leader as a last
+//     resort, even though doing so may result in data loss." Such a leader's
+//     log "becomes the source of truth even though it is not guaranteed to
+//     have every committed message" (#design_uncleanleader); off by default
+//     since Kafka 0.11.0.0.
+//   - the replication factor: "With this ISR model and f+1 replicas, a Kafka
+//     topic can tolerate f failures without losing committed messages"
+//     (#design_replicatedlog); acks=all waits for the replicas in sync at the
+//     time, so with too few of them an acknowledged write "could be lost if
+//     the remaining replica also fails" (#design_ha).
 const (
 	configAutoCreate    = "auto.create.topics.enable"
 	configMinISR        = "min.insync.replicas"
+	configUnclean       = "unclean.leader.election.enable"
 	configDefaultRF     = "default.replication.factor"
 	configNumPartitions = "num.partitions"
 )
@@ -35,7 +57,8 @@ const (
 // is the connection protected (TLS, SASL: reported for the transport Check
 // makes, not for a caller's cfg.Transport), do the topics walrelay will
 // write exist, and do they keep an acknowledged message safe (replication
-// factor, min.insync.replicas). It only reads:
+// factor against the cluster's brokers, min.insync.replicas, unclean leader
+// election). It only reads:
 // it asks for no topic creation and changes no setting.
 //
 // The topics are cfg.TopicTemplate with routes filled in (messages with only
@@ -58,7 +81,7 @@ func Check(ctx context.Context, cfg Config, routes []schema.Message, routesErr e
 	if err := Ping(ctx, cfg); err != nil {
 		return []check.Result{check.Failure("kafka reachable", err.Error(), reachFix(err))}
 	}
-	c := &kafkaChecker{ctx: ctx,
+	c := &kafkaChecker{ctx: ctx, bootstrap: strings.Join(cfg.Brokers, ","),
 		client: &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: cfg.Transport, Timeout: cfg.WriteTimeout}}
 	topics, known, topicsResult := tablesTopics(cfg, routes, routesErr)
 	// The transport answers from the cluster layout it read for Ping: this
@@ -126,6 +149,9 @@ type kafkaChecker struct {
 	ctx     context.Context
 	client  *kafka.Client
 	results []check.Result
+	// bootstrap is the brokers as the fixes' commands name them
+	// (--bootstrap-server).
+	bootstrap string
 
 	// broker is what one broker says of the settings above; brokerErr why
 	// it could not say.
@@ -206,7 +232,7 @@ func (c *kafkaChecker) readBroker(id int) {
 	res, err := c.client.DescribeConfigs(c.ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
 		ResourceType: kafka.ResourceTypeBroker,
 		ResourceName: strconv.Itoa(id),
-		ConfigNames:  []string{configAutoCreate, configMinISR, configDefaultRF, configNumPartitions},
+		ConfigNames:  []string{configAutoCreate, configMinISR, configUnclean, configDefaultRF, configNumPartitions},
 	}}})
 	if err == nil && len(res.Resources) != 1 {
 		err = fmt.Errorf("got %d resources in the answer; want 1", len(res.Resources))
@@ -235,10 +261,11 @@ func (c *kafkaChecker) checkTopics(md *kafka.MetadataResponse) {
 	if len(present) == 0 {
 		return
 	}
-	minISR, err := c.readMinISR(present)
+	settings, err := c.readTopicSettings(present)
 	for _, t := range present {
-		c.add(replicationResult(t))
-		c.add(c.minISRResult(t, minISR[t.Name], err))
+		c.add(c.replicationResult(t, len(md.Brokers)))
+		c.add(c.minISRResult(t, settings[t.Name][configMinISR], err))
+		c.add(c.uncleanResult(t, settings[t.Name][configUnclean], err))
 		if r, refused := c.readResult(t); refused {
 			c.add(r)
 		}
@@ -295,7 +322,7 @@ func (c *kafkaChecker) topicPresent(t kafka.Topic) bool {
 // use, which only warns: it gets the broker's defaults, not a chosen layout.
 func (c *kafkaChecker) missingResult(topic string) check.Result {
 	name := "topic " + topic
-	create := fmt.Sprintf("Create it: kafka-topics.sh --create --topic %s --partitions N --replication-factor %d.", topic, wantReplicationFactor)
+	create := fmt.Sprintf("Create it: kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions N --replication-factor %d.", c.bootstrap, topic, wantReplicationFactor)
 	if c.brokerErr != nil {
 		return check.Failure(name, fmt.Sprintf("missing, and %s is unknown (%v)", configAutoCreate, c.brokerErr), create)
 	}
@@ -307,15 +334,26 @@ func (c *kafkaChecker) missingResult(topic string) check.Result {
 		"Create it yourself with the partitions and replication factor it needs: its partition count cannot change later without moving keys.")
 }
 
-// replicationResult warns below three replicas of any partition.
-func replicationResult(t kafka.Topic) check.Result {
+// replicationResult warns below three replicas of any partition, on a
+// cluster of brokers brokers (as its metadata lists them: a broker that is
+// down is not listed, so such a cluster reads as smaller; either way the
+// verdict is a warning). Where the cluster has three brokers or more, the
+// fix is to raise the replication factor; below three it cannot be raised
+// that far, and the warning says so instead of offering that fix.
+func (c *kafkaChecker) replicationResult(t kafka.Topic, brokers int) check.Result {
 	name := "topic " + t.Name + " replication factor"
 	rf := replicationFactor(t)
-	if rf >= wantReplicationFactor {
+	switch {
+	case rf >= wantReplicationFactor:
 		return check.Pass(name, strconv.Itoa(rf))
+	case brokers < wantReplicationFactor:
+		return check.Warning(name,
+			fmt.Sprintf("%d, on a cluster of %d broker(s), which cannot keep %d replicas of a partition: losing one broker can lose acknowledged messages", rf, brokers, wantReplicationFactor),
+			fmt.Sprintf("For messages that must not be lost, run Kafka with at least %d brokers, then raise the topic's replication factor to %d (kafka-reassign-partitions.sh).", wantReplicationFactor, wantReplicationFactor))
 	}
 	return check.Warning(name, fmt.Sprintf("%d: losing a broker can lose acknowledged messages", rf),
-		fmt.Sprintf("Raise it to %d (kafka-reassign-partitions.sh).", wantReplicationFactor))
+		fmt.Sprintf("Raise it to %d: kafka-reassign-partitions.sh --bootstrap-server %s --reassignment-json-file FILE --execute, with FILE listing %d replicas for each partition of %s.",
+			wantReplicationFactor, c.bootstrap, wantReplicationFactor, t.Name))
 }
 
 // replicationFactor is the fewest replicas of any partition of t.
@@ -340,70 +378,124 @@ func fewestInSync(t kafka.Topic) int {
 	return max(isr, 0)
 }
 
-// isrSetting is a topic's min.insync.replicas and whether the topic sets it
-// itself (else it is the broker's default).
-type isrSetting struct {
-	value    int
+// setting is one configuration entry of a topic as DescribeConfigs answers
+// it: its value, and whether the topic sets it itself (else it is the
+// broker's default). The zero setting is one that could not be read.
+type setting struct {
+	value    string
 	ownValue bool
+}
+
+// String is the value and where it comes from.
+func (s setting) String() string {
+	if s.ownValue {
+		return s.value + " (set on the topic)"
+	}
+	return s.value + " (broker default)"
 }
 
 // configSourceTopic is DescribeConfigs' ConfigSource of a value set on the
 // topic itself (TOPIC_CONFIG).
 const configSourceTopic = 1
 
-// readMinISR reads min.insync.replicas of topics in one DescribeConfigs
-// request. A topic missing from the map has no readable value of its own:
-// the broker's default applies.
-func (c *kafkaChecker) readMinISR(topics []kafka.Topic) (map[string]isrSetting, error) {
+// readTopicSettings reads min.insync.replicas and
+// unclean.leader.election.enable of topics in one DescribeConfigs request,
+// by topic and setting name. A setting missing from the answer has no
+// readable value of the topic's: the broker's default applies.
+func (c *kafkaChecker) readTopicSettings(topics []kafka.Topic) (map[string]map[string]setting, error) {
 	req := &kafka.DescribeConfigsRequest{}
 	for _, t := range topics {
 		req.Resources = append(req.Resources, kafka.DescribeConfigRequestResource{
-			ResourceType: kafka.ResourceTypeTopic, ResourceName: t.Name, ConfigNames: []string{configMinISR}})
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: t.Name, ConfigNames: []string{configMinISR, configUnclean}})
 	}
 	res, err := c.client.DescribeConfigs(c.ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("describe the configuration of the topics: %w", err)
 	}
-	out := make(map[string]isrSetting)
+	out := make(map[string]map[string]setting)
 	for _, r := range res.Resources {
+		if r.Error != nil {
+			continue
+		}
 		for _, e := range r.ConfigEntries {
-			n, convErr := strconv.Atoi(e.ConfigValue)
-			if r.Error == nil && e.ConfigName == configMinISR && convErr == nil {
-				out[r.ResourceName] = isrSetting{value: n, ownValue: e.ConfigSource == configSourceTopic}
+			if e.ConfigName != configMinISR && e.ConfigName != configUnclean {
+				continue
 			}
+			if out[r.ResourceName] == nil {
+				out[r.ResourceName] = make(map[string]setting)
+			}
+			out[r.ResourceName][e.ConfigName] = setting{value: e.ConfigValue, ownValue: e.ConfigSource == configSourceTopic}
 		}
 	}
 	return out, nil
 }
 
-// minISRResult judges min.insync.replicas of t: set (from readMinISR, whose
-// error readErr is), else the broker's default.
-func (c *kafkaChecker) minISRResult(t kafka.Topic, set isrSetting, readErr error) check.Result {
+// effective is setting name of a topic: set, as readTopicSettings read it,
+// else the broker's value; false when neither could be read.
+func (c *kafkaChecker) effective(name string, set setting) (setting, bool) {
+	if set != (setting{}) {
+		return set, true
+	}
+	v, ok := c.broker[name]
+	if c.brokerErr != nil || !ok || v == "" {
+		return setting{}, false
+	}
+	return setting{value: v}, true
+}
+
+// unknownResult warns that check name's setting could not be read: not of
+// the topic (readErr, nil when the broker answered without it) nor of the
+// broker (c.brokerErr).
+func (c *kafkaChecker) unknownResult(name string, readErr error) check.Result {
+	return check.Warning(name, fmt.Sprintf("unknown: neither the topic's nor the broker's value could be read (%v; %v)", readErr, c.brokerErr),
+		"Allow walrelay's principal to DescribeConfigs on the topic and the cluster, then check again.")
+}
+
+// minISRResult judges min.insync.replicas of t: set (from
+// readTopicSettings, whose error readErr is), else the broker's default.
+func (c *kafkaChecker) minISRResult(t kafka.Topic, set setting, readErr error) check.Result {
 	name := "topic " + t.Name + " " + configMinISR
-	if set == (isrSetting{}) {
-		n, err := strconv.Atoi(c.broker[configMinISR])
-		if c.brokerErr != nil || err != nil {
-			return check.Warning(name, fmt.Sprintf("unknown: neither the topic's nor the broker's value could be read (%v; %v)", readErr, c.brokerErr),
-				"Allow walrelay's principal to DescribeConfigs on the topic and the cluster, then check again.")
-		}
-		set = isrSetting{value: n}
+	set, ok := c.effective(configMinISR, set)
+	n, err := strconv.Atoi(set.value)
+	if !ok || err != nil {
+		return c.unknownResult(name, readErr)
 	}
 	rf, inSync := replicationFactor(t), fewestInSync(t)
-	found := fmt.Sprintf("%d (broker default)", set.value)
-	if set.ownValue {
-		found = fmt.Sprintf("%d (set on the topic)", set.value)
-	}
+	found := set.String()
 	switch {
-	case set.value > rf:
+	case n > rf:
 		return check.Failure(name, fmt.Sprintf("%s, above the replication factor %d: every write with acks=all fails", found, rf),
 			"Lower min.insync.replicas to at most the replication factor, or add replicas.")
-	case inSync < set.value:
+	case inSync < n:
 		return check.Failure(name, fmt.Sprintf("%s, but a partition has only %d replicas in sync: writes with acks=all fail now", found, inSync),
 			"Bring the out-of-sync replicas back (look at the brokers that host them).")
-	case set.value < wantMinISR:
+	case n < wantMinISR:
 		return check.Warning(name, found+": an acknowledged message may be on one broker only",
-			fmt.Sprintf("With a replication factor of %d, set min.insync.replicas=%d on the topic (kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config min.insync.replicas=%d).",
-				wantReplicationFactor, wantMinISR, t.Name, wantMinISR))
+			fmt.Sprintf("With a replication factor of %d, set min.insync.replicas=%d on the topic: kafka-configs.sh --bootstrap-server %s --alter --entity-type topics --entity-name %s --add-config min.insync.replicas=%d.",
+				wantReplicationFactor, wantMinISR, c.bootstrap, t.Name, wantMinISR))
 	}
 	return check.Pass(name, found)
+}
+
+// uncleanResult judges unclean.leader.election.enable of t: set (from
+// readTopicSettings, whose error readErr is), else the broker's default.
+// When it is true and every in-sync replica of a partition is lost, a
+// replica that was not in sync may become the leader, and the messages it
+// lacks, acknowledged to walrelay, are gone: the slot has moved past them.
+func (c *kafkaChecker) uncleanResult(t kafka.Topic, set setting, readErr error) check.Result {
+	name := "topic " + t.Name + " " + configUnclean
+	set, ok := c.effective(configUnclean, set)
+	enabled, err := strconv.ParseBool(set.value)
+	if !ok || err != nil {
+		return c.unknownResult(name, readErr)
+	}
+	if !enabled {
+		return check.Pass(name, set.String())
+	}
+	fix := fmt.Sprintf("Turn it off on the topic: kafka-configs.sh --bootstrap-server %s --alter --entity-type topics --entity-name %s --add-config %s=false.",
+		c.bootstrap, t.Name, configUnclean)
+	if !set.ownValue {
+		fix += " The brokers' " + configUnclean + "=true applies to every topic that does not set it: turn it off there too."
+	}
+	return check.Warning(name, set.String()+": a replica that is not in sync can become a partition's leader, and an acknowledged message can be lost", fix)
 }

@@ -48,15 +48,21 @@ func checkStatuses(t *testing.T, got []check.Result, want []string) {
 	}
 }
 
-func found(t *testing.T, got []check.Result, name string) string {
+// result is check name in got.
+func result(t *testing.T, got []check.Result, name string) check.Result {
 	t.Helper()
 	for _, r := range got {
 		if r.Name == name {
-			return r.Found
+			return r
 		}
 	}
 	t.Fatalf("check %q: got none; want one", name)
-	return ""
+	return check.Result{}
+}
+
+func found(t *testing.T, got []check.Result, name string) string {
+	t.Helper()
+	return result(t, got, name).Found
 }
 
 // brokerSetting reads one setting of the broker that leads the cluster
@@ -80,46 +86,67 @@ func brokerSetting(t *testing.T, brokers []string, name string) string {
 
 // A topic with replication factor 1 warns on it and on min.insync.replicas
 // 1; min.insync.replicas above the replication factor fails, since every
-// acks=all write would.
+// acks=all write would; unclean leader election set on a topic warns. The
+// rig's one broker cannot give a topic three replicas, and the replication
+// factor's warning says so.
 func TestCheckTopicSafety(t *testing.T) {
 	brokers := testBrokers(t)
-	weak := createTopic(t, brokers, 1, kafka.ConfigEntry{ConfigName: "min.insync.replicas", ConfigValue: "1"})
-	impossible := createTopic(t, brokers, 1, kafka.ConfigEntry{ConfigName: "min.insync.replicas", ConfigValue: "2"})
-	routes := []schema.Message{{Topic: weak}, {Topic: impossible}, {AggregateType: "x", Topic: weak}}
+	minISR := func(n string) kafka.ConfigEntry {
+		return kafka.ConfigEntry{ConfigName: "min.insync.replicas", ConfigValue: n}
+	}
+	weak := createTopic(t, brokers, 1, minISR("1"))
+	impossible := createTopic(t, brokers, 1, minISR("2"))
+	unclean := createTopic(t, brokers, 1, minISR("1"), kafka.ConfigEntry{ConfigName: "unclean.leader.election.enable", ConfigValue: "true"})
+	routes := []schema.Message{{Topic: weak}, {Topic: impossible}, {AggregateType: "x", Topic: weak}, {Topic: unclean}}
 
 	got := runCheck(t, Config{Brokers: brokers, TopicTemplate: "unused.{aggregate_type}"}, routes, nil)
 
 	// The check reports topics in name order; the names are random.
-	want := map[string][]string{
-		weak:       {"topic " + weak + " replication factor=warn", "topic " + weak + " min.insync.replicas=warn"},
-		impossible: {"topic " + impossible + " replication factor=warn", "topic " + impossible + " min.insync.replicas=fail"},
+	statuses := map[string][3]string{weak: {"warn", "warn", "ok"}, impossible: {"warn", "fail", "ok"}, unclean: {"warn", "warn", "warn"}}
+	topics := []string{weak, impossible, unclean}
+	slices.Sort(topics)
+	want := []string{"kafka reachable=ok", "kafka tls=warn", "topics=ok"}
+	for _, topic := range topics {
+		want = append(want, "topic "+topic+"=ok")
 	}
-	first, second := min(weak, impossible), max(weak, impossible)
-	checkStatuses(t, got, slices.Concat([]string{"kafka reachable=ok", "kafka tls=warn", "topics=ok",
-		"topic " + first + "=ok", "topic " + second + "=ok"}, want[first], want[second]))
+	for _, topic := range topics {
+		s := statuses[topic]
+		want = append(want, "topic "+topic+" replication factor="+s[0], "topic "+topic+" min.insync.replicas="+s[1],
+			"topic "+topic+" unclean.leader.election.enable="+s[2])
+	}
+	checkStatuses(t, got, want)
 	for name, want := range map[string]string{
-		"topics":                                       "2 from template",
-		"topic " + weak + " replication factor":        "1: ",
-		"topic " + weak + " min.insync.replicas":       "1 (set on the topic)",
-		"topic " + impossible + " min.insync.replicas": "2 (set on the topic), above the replication factor 1",
+		"topics":                                               "3 from template",
+		"topic " + weak + " replication factor":                "1, on a cluster of 1 broker(s), which cannot keep 3 replicas",
+		"topic " + weak + " min.insync.replicas":               "1 (set on the topic)",
+		"topic " + impossible + " min.insync.replicas":         "2 (set on the topic), above the replication factor 1",
+		"topic " + weak + " unclean.leader.election.enable":    "false (broker default)",
+		"topic " + unclean + " unclean.leader.election.enable": "true (set on the topic): a replica that is not in sync can become a partition's leader, and an acknowledged message can be lost",
 	} {
 		if f := found(t, got, name); !strings.HasPrefix(f, want) {
 			t.Errorf("check %q found: got %q; want it to start with %q", name, f, want)
 		}
 	}
+	wantFix := "kafka-configs.sh --bootstrap-server " + strings.Join(brokers, ",") + " --alter --entity-type topics --entity-name " + unclean +
+		" --add-config unclean.leader.election.enable=false"
+	if f := result(t, got, "topic "+unclean+" unclean.leader.election.enable").Fix; !strings.Contains(f, wantFix) {
+		t.Errorf("fix: got %q; want it to contain %q", f, wantFix)
+	}
 }
 
-// Without a topic setting, min.insync.replicas is the broker's default.
-func TestCheckMinISRFallsBackToBrokerDefault(t *testing.T) {
+// Without a topic setting, min.insync.replicas and unclean leader election
+// are the broker's defaults.
+func TestCheckSettingsFallBackToBrokerDefault(t *testing.T) {
 	brokers := testBrokers(t)
 	topic := createTopic(t, brokers, 1)
-	def := brokerSetting(t, brokers, "min.insync.replicas")
 
 	got := runCheck(t, Config{Brokers: brokers, TopicTemplate: topic}, nil, errors.New("postgres is not reachable"))
 
-	want := def + " (broker default)"
-	if f := found(t, got, "topic "+topic+" min.insync.replicas"); !strings.HasPrefix(f, want) {
-		t.Errorf("min.insync.replicas found: got %q; want it to start with %q", f, want)
+	for _, name := range []string{"min.insync.replicas", "unclean.leader.election.enable"} {
+		want := brokerSetting(t, brokers, name) + " (broker default)"
+		if f := found(t, got, "topic "+topic+" "+name); !strings.HasPrefix(f, want) {
+			t.Errorf("%s found: got %q; want it to start with %q", name, f, want)
+		}
 	}
 }
 
@@ -210,32 +237,65 @@ func TestCheckUnreachableBroker(t *testing.T) {
 }
 
 // The verdicts on settings this rig's broker does not have: topic creation
-// off or unreadable, replicas out of sync, a healthy topic.
+// off or unreadable, replicas out of sync, a healthy topic, clusters of
+// three brokers and of fewer, unclean leader election from the topic and
+// from the broker.
 func TestCheckVerdicts(t *testing.T) {
 	topic := func(replicas, inSync int) kafka.Topic {
 		p := kafka.Partition{Replicas: make([]kafka.Broker, replicas), Isr: make([]kafka.Broker, inSync)}
 		return kafka.Topic{Name: "t", Partitions: []kafka.Partition{p, {Replicas: make([]kafka.Broker, 3), Isr: make([]kafka.Broker, 3)}}}
 	}
-	off := &kafkaChecker{broker: map[string]string{"auto.create.topics.enable": "false", "min.insync.replicas": "2"}}
-	unknown := &kafkaChecker{brokerErr: errors.New("not authorized")}
+	const bootstrap = "k1:9092,k2:9092"
+	off := &kafkaChecker{bootstrap: bootstrap,
+		broker: map[string]string{"auto.create.topics.enable": "false", "min.insync.replicas": "2", "unclean.leader.election.enable": "false"}}
+	uncleanBroker := &kafkaChecker{bootstrap: bootstrap, broker: map[string]string{"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}}
+	unknown := &kafkaChecker{bootstrap: bootstrap, brokerErr: errors.New("not authorized")}
 	for _, tc := range []struct {
 		name   string
 		got    check.Result
 		status check.Status
 		found  string
+		fix    string // a part of the fix
 	}{
-		{"creation off", off.missingResult("t"), check.Fail, "missing, and the broker does not create topics (auto.create.topics.enable=false)"},
-		{"creation unknown", unknown.missingResult("t"), check.Fail, "missing, and auto.create.topics.enable is unknown"},
-		{"healthy", off.minISRResult(topic(3, 3), isrSetting{}, nil), check.OK, "2 (broker default)"},
-		{"replicas out of sync", off.minISRResult(topic(3, 1), isrSetting{value: 2, ownValue: true}, nil), check.Fail,
-			"2 (set on the topic), but a partition has only 1 replicas in sync"},
-		{"nothing readable", unknown.minISRResult(topic(3, 3), isrSetting{}, errors.New("denied")), check.Warn, "unknown"},
-		{"replication factor 3", replicationResult(topic(3, 3)), check.OK, "3"},
-		{"one partition with 2 replicas", replicationResult(topic(2, 2)), check.Warn, "2: "},
+		{"creation off", off.missingResult("t"), check.Fail, "missing, and the broker does not create topics (auto.create.topics.enable=false)",
+			"kafka-topics.sh --bootstrap-server " + bootstrap + " --create --topic t"},
+		{"creation unknown", unknown.missingResult("t"), check.Fail, "missing, and auto.create.topics.enable is unknown", "--replication-factor 3"},
+		{"healthy", off.minISRResult(topic(3, 3), setting{}, nil), check.OK, "2 (broker default)", ""},
+		{"replicas out of sync", off.minISRResult(topic(3, 1), setting{value: "2", ownValue: true}, nil), check.Fail,
+			"2 (set on the topic), but a partition has only 1 replicas in sync", "Bring the out-of-sync replicas back"},
+		{"min.insync.replicas 1 from the broker", uncleanBroker.minISRResult(topic(3, 3), setting{}, nil), check.Warn,
+			"1 (broker default): an acknowledged message may be on one broker only",
+			"kafka-configs.sh --bootstrap-server " + bootstrap + " --alter --entity-type topics --entity-name t --add-config min.insync.replicas=2"},
+		{"min.insync.replicas 1 on the topic", off.minISRResult(topic(3, 3), setting{value: "1", ownValue: true}, nil), check.Warn,
+			"1 (set on the topic)", "--add-config min.insync.replicas=2"},
+		{"nothing readable", unknown.minISRResult(topic(3, 3), setting{}, errors.New("denied")), check.Warn, "unknown", "DescribeConfigs"},
+		{"replication factor 3", off.replicationResult(topic(3, 3), 3), check.OK, "3", ""},
+		{"one partition with 2 replicas on 3 brokers", off.replicationResult(topic(2, 2), 3), check.Warn, "2: losing a broker can lose acknowledged messages",
+			"kafka-reassign-partitions.sh --bootstrap-server " + bootstrap + " --reassignment-json-file FILE --execute, with FILE listing 3 replicas for each partition of t"},
+		{"replication factor 1 on 5 brokers", off.replicationResult(topic(1, 1), 5), check.Warn, "1: losing a broker", "Raise it to 3: kafka-reassign-partitions.sh"},
+		{"replication factor 1 on 1 broker", off.replicationResult(topic(1, 1), 1), check.Warn,
+			"1, on a cluster of 1 broker(s), which cannot keep 3 replicas of a partition: losing one broker can lose acknowledged messages",
+			"run Kafka with at least 3 brokers, then raise"},
+		{"replication factor 2 on 2 brokers", off.replicationResult(topic(2, 2), 2), check.Warn, "2, on a cluster of 2 broker(s)", "at least 3 brokers"},
+		{"unclean election off by the broker", off.uncleanResult(topic(3, 3), setting{}, nil), check.OK, "false (broker default)", ""},
+		{"unclean election off on the topic", uncleanBroker.uncleanResult(topic(3, 3), setting{value: "false", ownValue: true}, nil), check.OK,
+			"false (set on the topic)", ""},
+		{"unclean election on the topic", off.uncleanResult(topic(3, 3), setting{value: "true", ownValue: true}, nil), check.Warn,
+			"true (set on the topic): a replica that is not in sync can become a partition's leader, and an acknowledged message can be lost",
+			"kafka-configs.sh --bootstrap-server " + bootstrap + " --alter --entity-type topics --entity-name t --add-config unclean.leader.election.enable=false."},
+		{"unclean election by the broker, read from the topic", off.uncleanResult(topic(3, 3), setting{value: "true"}, nil), check.Warn,
+			"true (broker default): a replica that is not in sync", "applies to every topic that does not set it"},
+		{"unclean election by the broker", uncleanBroker.uncleanResult(topic(3, 3), setting{}, errors.New("timeout")), check.Warn,
+			"true (broker default)", "--add-config unclean.leader.election.enable=false"},
+		{"unclean election unreadable", unknown.uncleanResult(topic(3, 3), setting{}, errors.New("denied")), check.Warn,
+			"unknown: neither the topic's nor the broker's value could be read (denied; not authorized)", "DescribeConfigs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.got.Status != tc.status || !strings.HasPrefix(tc.got.Found, tc.found) {
 				t.Errorf("got %s %q; want %s %q...", tc.got.Status, tc.got.Found, tc.status, tc.found)
+			}
+			if (tc.fix == "") != (tc.got.Fix == "") || !strings.Contains(tc.got.Fix, tc.fix) {
+				t.Errorf("fix: got %q; want one containing %q", tc.got.Fix, tc.fix)
 			}
 		})
 	}

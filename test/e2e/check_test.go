@@ -105,6 +105,8 @@ func TestCheckGoodRig(t *testing.T) {
 		// no failure, min.insync.replicas is then 1, below 2.
 		want["topic "+topic+" replication factor"] = "warn"
 		want["topic "+topic+" min.insync.replicas"] = "warn"
+		// The rig's broker keeps Kafka's default: no unclean leader election.
+		want["topic "+topic+" unclean.leader.election.enable"] = "ok"
 	}
 	// The rig's broker has no TLS listener.
 	want["kafka tls"] = "warn"
