@@ -102,12 +102,19 @@ func TestRetryDelayAfterALeaderMoved(t *testing.T) {
 		{name: "no broker answers the read: an outage",
 			prod: &routingProducer{leader: 1, refreshOK: false}, err: moved(1),
 			wantUpTo: time.Second, wantOut: 1, refreshes: 1},
-		{name: "not enough replicas: an outage, the layout not read",
+		{name: "not enough replicas: looked at again soon, the layout not read",
 			prod: &routingProducer{leader: 1, refreshOK: true}, err: &sentTo{broker: 1, err: kafka.NotEnoughReplicas},
+			wantUpTo: leaderPoll.Min, wantPolls: 1, refreshes: 0},
+		{name: "a broken connection of a producer without a layout of its own: an outage",
+			prod: nil, err: &kafkawire.ConnError{Addr: "broker", Err: errors.New("connection refused")},
 			wantUpTo: time.Second, wantOut: 1, refreshes: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := retrySink(t, tc.prod)
+			var prod producer = tc.prod
+			if tc.prod == nil {
+				tc.prod, prod = &routingProducer{}, &fakeProducer{}
+			}
+			s := retrySink(t, prod)
 			var st retryState
 			d, why := s.retryDelay(context.Background(), p, tc.err, time.Now(), &st)
 			switch {

@@ -361,10 +361,12 @@ var leaderPoll = backoff.Policy{Min: 100 * time.Millisecond, Max: time.Second}
 // the partition's leader may have moved (movedLeader) and the producer
 // routes by a layout of its own, the layout is read again: a partition led
 // by another broker now is retried at once, one with no leader yet (or
-// still the one that failed) looks again soon (leaderPoll). Only when no
-// broker answers the read, or after any other error, is it an outage,
-// waited out with the exponential backoff of Config.RetryBackoffMin/Max:
-// the backoff grows while Kafka is out of reach, not while it elects.
+// still the one that failed) looks again soon (leaderPoll). A leader that
+// answers it lacks in-sync replicas (replicasAway) is asked again soon as
+// well. Only when no broker answers the read, or after any other error, is
+// it an outage, waited out with the exponential backoff of
+// Config.RetryBackoffMin/Max: the backoff grows while Kafka is out of
+// reach, not while it elects or waits for its replicas.
 func (s *Sink) retryDelay(ctx context.Context, p *partition, err error, failedAt time.Time, st *retryState) (time.Duration, string) {
 	l, routes := s.prod.(leaders)
 	if routes && movedLeader(err) {
@@ -378,8 +380,24 @@ func (s *Sink) retryDelay(ctx context.Context, p *partition, err error, failedAt
 			return leaderPoll.Delay(st.polls - 1), "a new leader of the partition"
 		}
 	}
+	if replicasAway(err) {
+		st.polls++
+		return leaderPoll.Delay(st.polls - 1), "the partition's in-sync replicas"
+	}
 	st.outages++
 	return s.retry.Delay(st.outages - 1), "kafka to answer"
+}
+
+// replicasAway reports an answer of a leader that cannot commit the batch
+// now: fewer in-sync replicas than min.insync.replicas (before or after
+// the append), or none acknowledged it in time. Kafka answers; it is
+// waiting for replicas to catch up or come back, which it does within
+// seconds of their return, so the partition looks again within a second
+// (as the Java producer does, retry.backoff.max.ms 1s) rather than waiting
+// out the backoff of an outage.
+func replicasAway(err error) bool {
+	return errors.Is(err, kafka.NotEnoughReplicas) || errors.Is(err, kafka.NotEnoughReplicasAfterAppend) ||
+		errors.Is(err, kafka.RequestTimedOut)
 }
 
 // movedLeader reports an error after which the partition's leader may be
