@@ -147,6 +147,17 @@ type Config struct {
 	// large records, the count alone could read gigabytes before the first
 	// produce. Defaults to 32 MiB.
 	ResumeMaxBytes int
+	// NoIdempotence turns Kafka's idempotent producer off. With it on (the
+	// default, when the sink makes its own transport), the sink asks the
+	// brokers for a producer id and stamps every batch with it and a
+	// sequence number per partition (KIP-98), so that a broker drops a
+	// batch sent again after its answer was lost; brokers that refuse it
+	// turn it off, with a warning. Ignored with a Transport of another
+	// kind than *kafka.Transport.
+	NoIdempotence bool
+	// Compression is the codec of the record batches: kafka.Gzip, Snappy,
+	// Lz4 or Zstd. Defaults to none.
+	Compression kafka.Compression
 }
 
 const (

@@ -99,7 +99,13 @@ func (c errClass) String() string {
 // its own context first: a deadline here is the per-request WriteTimeout.
 func classify(err error) errClass {
 	var kerr kafka.Error
+	var restamp *restampError
+	var pid *producerIDError
 	switch {
+	case errors.As(err, &restamp), errors.As(err, &pid):
+		// The idempotent producer's own business (a fenced stamp, a
+		// producer id not granted yet), never the records'.
+		return classTransient
 	case isAuthError(err):
 		// The connection's authentication, not the records: parking them
 		// would move good messages into the dead-letter table while the

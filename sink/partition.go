@@ -278,13 +278,14 @@ func (s *Sink) nextBatch(ctx context.Context, p *partition) ([]*record, error) {
 // *refusedError.
 func (s *Sink) send(ctx context.Context, p *partition, batch []*record) error {
 	var st retryState
+	att := &attempt{}
 	for attempt := 0; ; attempt++ {
 		if s.cfg.Guard != nil {
 			if err := s.cfg.Guard(); err != nil {
 				return fmt.Errorf("not producing to %s/%d: %w", p.topic, p.id, err)
 			}
 		}
-		err := s.produce(ctx, p, batch)
+		err := s.produce(ctx, p, batch, att)
 		if err == nil {
 			return nil
 		}
@@ -314,6 +315,9 @@ func (s *Sink) send(ctx context.Context, p *partition, batch []*record) error {
 		s.m.retries.Inc()
 		if err := backoff.Sleep(ctx, d); err != nil {
 			return err
+		}
+		if att.stamp != kafkawire.NoStamp && att.stamped {
+			continue // the broker drops what it has of a batch sent again with its stamp
 		}
 		if n := s.writtenAlready(ctx, p, batch); n > 0 {
 			s.m.resumeSkipped.WithLabelValues(p.topic).Add(float64(n))
@@ -368,6 +372,10 @@ var leaderPoll = backoff.Policy{Min: 100 * time.Millisecond, Max: time.Second}
 // Config.RetryBackoffMin/Max: the backoff grows while Kafka is out of
 // reach, not while it elects or waits for its replicas.
 func (s *Sink) retryDelay(ctx context.Context, p *partition, err error, failedAt time.Time, st *retryState) (time.Duration, string) {
+	var restamp *restampError
+	if errors.As(err, &restamp) {
+		return 0, "nothing: the batch is stamped again"
+	}
 	l, routes := s.prod.(leaders)
 	if routes && movedLeader(err) {
 		if rerr := l.Refresh(ctx, failedAt); rerr == nil {
@@ -410,15 +418,22 @@ func movedLeader(err error) bool {
 		errors.Is(err, kafkawire.ErrNoLeader) || errors.As(err, &cerr) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// produce sends batch once. Success means the broker answered without a
-// partition error and without record errors.
-func (s *Sink) produce(ctx context.Context, p *partition, batch []*record) error {
-	res, err := s.prod.Produce(ctx, &kafka.ProduceRequest{
-		Topic:        p.topic,
-		Partition:    p.id,
-		RequiredAcks: kafka.RequireAll,
-		Records:      kafka.NewRecordReader(kafkaRecords(batch)...),
-	})
+// produce sends batch once (att: what its tries share). Success means the
+// broker answered without a partition error and without record errors.
+func (s *Sink) produce(ctx context.Context, p *partition, batch []*record, att *attempt) error {
+	var res *kafka.ProduceResponse
+	var err error
+	if rp, ok := s.prod.(recordsProducer); ok {
+		res, err = rp.ProduceRecords(ctx, p.topic, p.id, batch, att)
+	} else {
+		res, err = s.prod.Produce(ctx, &kafka.ProduceRequest{
+			Topic:        p.topic,
+			Partition:    p.id,
+			RequiredAcks: kafka.RequireAll,
+			Records:      kafka.NewRecordReader(kafkaRecords(batch)...),
+			Compression:  s.cfg.Compression,
+		})
+	}
 	switch {
 	case err != nil:
 		return err

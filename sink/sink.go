@@ -138,7 +138,10 @@ func New(cfg Config, log *zap.Logger, onAck AckFunc) (*Sink, error) {
 	client := &kafka.Client{Addr: addr, Timeout: cfg.WriteTimeout, Transport: cfg.Transport}
 	meta := &kafkaMetadata{transport: cfg.Transport, addr: addr, timeout: cfg.WriteTimeout}
 	var prod producer = client
-	if w, err := newWireProducer(cfg); err == nil {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if w, err := newWireProducer(cfg, log); err == nil {
 		closeKafkaGo := closeTransport
 		prod, closeTransport = w, func() { w.Close(); closeKafkaGo() }
 	} else if !errors.Is(err, errForeignTransport) {

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/compress"
 )
 
@@ -15,13 +16,7 @@ type Record struct {
 	Time    time.Time
 	Key     []byte
 	Value   []byte
-	Headers []Header
-}
-
-// Header is one header of a record.
-type Header struct {
-	Key   string
-	Value []byte
+	Headers []kafka.Header
 }
 
 // Batch is what a producer writes to one partition in one request: a

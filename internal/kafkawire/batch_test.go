@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/compress"
 	"github.com/segmentio/kafka-go/protocol"
 )
@@ -23,7 +24,7 @@ func sampleRecords(n int) []Record {
 			Time:  t0.Add(time.Duration(i%7) * time.Millisecond),
 			Key:   []byte(fmt.Sprintf("order-%d", i%13)),
 			Value: bytes.Repeat([]byte(fmt.Sprintf(`{"i":%d}`, i)), 1+i%5),
-			Headers: []Header{
+			Headers: []kafka.Header{
 				{Key: "ce_id", Value: []byte(fmt.Sprintf("id-%d", i))},
 				{Key: "empty", Value: []byte{}},
 			},

@@ -214,6 +214,13 @@ func codeError(code int16, message string) error {
 // Addr is the broker's address.
 func (c *Conn) Addr() string { return c.addr }
 
+// Version is the version of API key both sides speak, and whether the
+// broker speaks it at all.
+func (c *Conn) Version(key protocol.ApiKey) (int16, bool) {
+	v, ok := c.versions[key]
+	return v, ok
+}
+
 // Do sends msg and waits for its answer. A request is written at once,
 // behind the requests already written (at most maxPending wait), so Do
 // calls that return from their writes in some order reach the broker in

@@ -161,3 +161,12 @@ func (s *Idempotence) Refused(st Stamp) {
 		s.granted, s.bumpFrom = false, &grant{id: s.id, epoch: s.epoch}
 	}
 }
+
+// Current reports whether st is still good to send: stamped under the
+// grant held now (or NoStamp while idempotence is off).
+func (s *Idempotence) Current(st Stamp) bool {
+	if st == NoStamp {
+		return s.off
+	}
+	return s.granted && !s.off && st.ProducerID == s.id && st.Epoch == s.epoch
+}
