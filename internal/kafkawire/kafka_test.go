@@ -19,26 +19,42 @@ import (
 )
 
 // rawProduce sends one encoded batch to topic's partition 0 and returns the
-// partition's answer.
+// partition's answer, asking again (the layout read anew) while the answer
+// is a retriable error: a topic just created may not be led yet.
 func rawProduce(t *testing.T, c *Cluster, topic string, batch []byte) produce.ResponsePartition {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	for {
+		p, err := rawProduceOnce(ctx, c, topic, batch)
+		var kerr kafka.Error
+		switch {
+		case err == nil && !(errors.As(codeError(p.ErrorCode, ""), &kerr) && kerr.Temporary()):
+			return p
+		case ctx.Err() != nil:
+			t.Fatalf("produce: %v, %v", err, codeError(p.ErrorCode, p.ErrorMessage))
+		}
+		time.Sleep(100 * time.Millisecond)
+		c.Refresh(ctx, time.Now()) //nolint:errcheck // the next produce says
+	}
+}
+
+func rawProduceOnce(ctx context.Context, c *Cluster, topic string, batch []byte) (produce.ResponsePartition, error) {
 	id, err := c.Leader(ctx, topic, 0)
 	if err != nil {
-		t.Fatal(err)
+		return produce.ResponsePartition{}, err
 	}
 	conn, err := c.Conn(ctx, id)
 	if err != nil {
-		t.Fatal(err)
+		return produce.ResponsePartition{}, err
 	}
 	res, err := conn.Do(ctx, &rawproduce.Request{Acks: -1, Timeout: 10_000, Topics: []rawproduce.RequestTopic{{
 		Topic: topic, Partitions: []rawproduce.RequestPartition{{Partition: 0, RecordSet: protocol.RawRecordSet{Reader: bytes.NewReader(batch)}}},
 	}}})
 	if err != nil {
-		t.Fatalf("produce: %v", err)
+		return produce.ResponsePartition{}, err
 	}
-	return res.(*produce.Response).Topics[0].Partitions[0]
+	return res.(*produce.Response).Topics[0].Partitions[0], nil
 }
 
 // Batches encoded here, with a producer id from the broker, for every
