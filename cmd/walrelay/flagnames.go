@@ -46,6 +46,8 @@ var settingFlags = [][2]string{
 	{decoder.SettingNullPayload, "--null-payload"},
 	{decoder.SettingSpanContext, "--column-tracing-span-context"},
 	{sink.SettingMessageIDHeader, "--message-id-header"},
+	{sink.SettingCompression, "--kafka-compression"},
+	{sink.SettingIdempotence, "--kafka-idempotence"},
 	// Longer names first: a replacer tries its pairs in order.
 	{sink.SettingTLSTrust, "--kafka-tls-ca-file, --kafka-tls-server-name"},
 	{sink.SettingClientCert, "--kafka-tls-cert-file, --kafka-tls-key-file"},

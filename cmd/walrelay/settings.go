@@ -62,6 +62,8 @@ type options struct {
 	GrantTo      string
 	OnBadMessage string
 	CreateTopics bool // --kafka-create-topics: sink.Config says it the other way round
+	Idempotence  bool // --kafka-idempotence: likewise
+	Compression  string
 	MetricsAddr  string
 	LogLevel     string
 	JSON         bool
@@ -122,6 +124,8 @@ func defaultOptions() options {
 		NullPayload:  string(decoder.NullPayloadPark),
 		OnBadMessage: "park",
 		CreateTopics: !sk.NoCreateTopics,
+		Idempotence:  !sk.NoIdempotence,
+		Compression:  "none",
 		MetricsAddr:  "127.0.0.1:9187",
 		LogLevel:     "info",
 		Slot:         slot.Defaults(),
@@ -451,6 +455,8 @@ func producerFlags(s *flagSet, o *options) {
 	s.Str(&k.Source, "ce-source", "CloudEvents source (ce_source header)")
 	s.Str(&k.MessageIDHeader, "message-id-header", "also put the message id into a header of this name, beside ce_id (Debezium's consumers read it from id); empty for none")
 	s.Dur(&k.Linger, "kafka-linger", "how long a partition batch waits to fill; up to ten times longer for messages already late (a backlog draining)")
+	s.Str(&o.Compression, "kafka-compression", "codec of the record batches: none, gzip, snappy, lz4 or zstd (the consumers must read it; BENCHMARKS.md says what each costs and saves)")
+	s.Bool(&o.Idempotence, "kafka-idempotence", "Kafka's idempotent producer: each batch carries a producer id and sequence, so a broker drops a batch sent again after a lost answer (no duplicates after broker faults); brokers that refuse it turn it off with a warning")
 	s.Int(&k.MaxInFlightMessages, "max-in-flight-messages", "messages handed to Kafka but not yet acknowledged, at most")
 	s.Int(&k.MaxInFlightBytes, "max-in-flight-bytes", "bytes handed to Kafka but not yet acknowledged, at most")
 	s.Int(&k.MaxPayloadBytes, "max-payload-bytes", "largest payload walrelay sends to Kafka; a larger one is a bad message (keep it below the topics' max.message.bytes)")
@@ -780,6 +786,10 @@ func (o options) sinkConfig() (sink.Config, error) {
 	}
 	c.Brokers = splitList(o.KafkaBrokers)
 	c.NoCreateTopics = !o.CreateTopics
+	c.NoIdempotence = !o.Idempotence
+	if c.Compression, err = sink.ParseCompression(o.Compression); err != nil {
+		return sink.Config{}, flagged(err)
+	}
 	c.TLS, c.SASL = tc, mech
 	return c, nil
 }
