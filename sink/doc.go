@@ -17,14 +17,17 @@
 // or not read as CloudEvents attributes), counted by reason and logged at
 // most once a minute per header key; the message is published without them.
 //
-// kafka-go has no idempotent producer, so ordering is kept by discipline:
-// each topic-partition has its own queue and goroutine, which sends one
+// Ordering is kept by discipline, and repeats by Kafka's idempotent
+// producer (DECISIONS 49: every batch is stamped with a producer id and a
+// sequence, so a broker drops a batch sent again after its answer was
+// lost): each topic-partition has its own queue and goroutine, which sends one
 // batch (one produce request for that topic-partition, to its leader, over
 // internal/kafkawire's connections) and waits for its acknowledgement
 // before it sends the next. Partitions are pipelined; within one, a later
 // message never reaches Kafka before an earlier one is acknowledged. A
-// transient failure retries the same batch, forever: a retry may duplicate
-// records but never reorders or skips them. After an error that says the
+// transient failure retries the same batch, forever: a retry never
+// reorders or skips records, and duplicates them only when the broker
+// lost the producer's state or idempotence is off. After an error that says the
 // partition's leader may have moved (not the leader, no leader, its
 // connection failed or timed out) the cluster's layout is read again and a
 // new leader is retried at once, while Kafka elects one the layout is read
