@@ -70,6 +70,15 @@ func NewOn(t *testing.T, brokers string, aggregateTypes ...string) *Fixture {
 // its superuser's.
 func NewWith(t *testing.T, pgURL, brokers string, aggregateTypes ...string) *Fixture {
 	t.Helper()
+	f := newFixture(t, pgURL, brokers)
+	f.CreateTopics(f.topicsOf(aggregateTypes)...)
+	return f
+}
+
+// newFixture is NewWith but for the topics: the caller creates them
+// (topicsOf), on the single broker (NewWith) or the cluster (NewOnCluster).
+func newFixture(t *testing.T, pgURL, brokers string) *Fixture {
+	t.Helper()
 	pg := pgtest.Connect(t, pgURL, "")
 	id := pg.Name
 	f := &Fixture{
@@ -93,12 +102,17 @@ func NewWith(t *testing.T, pgURL, brokers string, aggregateTypes ...string) *Fix
 	if err := ExecGrants(ctx, f.DB, ddl); err != nil {
 		t.Fatalf("apply `walrelay schema` DDL: %v", err)
 	}
+	return f
+}
+
+// topicsOf is the fixture's topics: one per aggregate type, and the topic
+// the writers name explicitly in some rows.
+func (f *Fixture) topicsOf(aggregateTypes []string) []string {
 	topics := []string{f.TopicPrefix + ".special"}
 	for _, at := range aggregateTypes {
 		topics = append(topics, f.Topic(at))
 	}
-	f.CreateTopics(topics...)
-	return f
+	return topics
 }
 
 func (f *Fixture) Topic(aggregateType string) string { return f.TopicPrefix + "." + aggregateType }
