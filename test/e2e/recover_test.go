@@ -308,7 +308,10 @@ func TestRecoverKilledHalfWayIsSafeToRunAgain(t *testing.T) {
 		return fmt.Sprintf("%d records", n), n >= 5000
 	})
 	rec.Kill()
-	killed := int(f.Mark().Records())
+	// What the killed recovery published includes the produce requests it
+	// had written before it died: the kernel still delivers them, and the
+	// broker appends them a moment later. Count once the topics stand still.
+	killed := settledRecords(t, f)
 	if killed >= rows {
 		t.Fatalf("the killed recovery had published %d records; want fewer than the %d rows (killed half-way)", killed, rows)
 	}
@@ -351,6 +354,21 @@ func TestRecoverKilledHalfWayIsSafeToRunAgain(t *testing.T) {
 	rep := f.Verify(all)
 	t.Logf("killed half-way: the killed recovery had published %d of %d records", killed, rows)
 	harness.AssertClean(t, rep, killed)
+}
+
+// settledRecords is the records in the fixture's topics once two counts
+// 500 ms apart agree.
+func settledRecords(t *testing.T, f *harness.Fixture) int {
+	t.Helper()
+	last := int64(-1)
+	var n int64
+	poll.EventuallyEvery(t, 30*time.Second, 500*time.Millisecond, "the topics to stand still", func() (string, bool) {
+		n = f.Mark().Records()
+		settled := n == last
+		last = n
+		return fmt.Sprintf("%d records", n), settled
+	})
+	return int(n)
 }
 
 // runRefuses runs `walrelay run` until it exits or streams, and returns its
