@@ -17,19 +17,19 @@ import (
 // renderSteady is the steady-load table, one row per rate.
 func renderSteady(results []steadyResult) string {
 	var b strings.Builder
-	b.WriteString("| walrelay | target tx/s | achieved tx/s | walrelay µs/msg | its walsender µs/msg | pg_recvlogical µs/msg | its walsender µs/msg | walrelay / pg_recvlogical | <= 2x | kafka-go floor µs/msg | walrelay / floor | context switches/msg walrelay / pg_recvlogical / floor | walrelay RSS MiB peak / end | commit-to-ack p50 | p99 | produce requests/s (msgs each) | floor requests/s | machine CPU busy | other busy programs |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| walrelay | target tx/s | achieved tx/s | walrelay µs/msg | its walsender µs/msg | pg_recvlogical µs/msg | its walsender µs/msg | walrelay / pg_recvlogical | <= 2x | kafka-go floor µs/msg | walrelay / floor | context switches/msg walrelay / pg_recvlogical / floor | walrelay RSS MiB peak / end | commit-to-ack p50 | p99 | produce requests/s (msgs each) | floor requests/s | Kafka broker µs/msg | machine CPU busy | other busy programs |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, s := range results {
 		us := s.usPerMsg
 		ratio := us[relayProc] / us[recvProc]
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %.0f / %.0f | %s | %s | %.0f (%s) | %.0f | %.0f%% | %s |\n",
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %.0f / %.0f | %s | %s | %.0f (%s) | %.0f | %s | %.0f%% | %s |\n",
 			s.build, s.r.rate, s.r.pace.achieved,
 			orNA("%.1f", us[relayProc]), orNA("%.1f", us[relaySender]), orNA("%.1f", us[recvProc]), orNA("%.1f", us[recvSender]),
 			orNA("%.2fx", ratio), met(ratio), orNA("%.1f", s.floor.usPerMsg), orNA("%.2fx", us[relayProc]/s.floor.usPerMsg),
 			orNA("%.1f", s.switchesPerMsg[relayProc]), orNA("%.1f", s.switchesPerMsg[recvProc]), orNA("%.1f", s.floor.switchesPerMsg),
 			float64(s.peakRSS)/(1<<20), float64(s.rss)/(1<<20),
 			est(s.r.hist.quantile(.5)), est(s.r.hist.quantile(.99)),
-			s.requestsPerSec, orNA("%.1f", s.recordsPerRequest), s.floor.requestsPerSec,
+			s.requestsPerSec, orNA("%.1f", s.recordsPerRequest), s.floor.requestsPerSec, orNA("%.1f", us[brokerProc]),
 			100*s.r.around.machineCPU, s.r.around.neighbours)
 	}
 	return b.String()
@@ -92,9 +92,14 @@ func writeSteadyReport(t *testing.T, e environment, flags []string, window time.
 - *walrelay RSS*: VmHWM (the peak since its start) and VmRSS of /proc/<pid>/status at the window's end.
 - *commit-to-ack*: walrelay_commit_to_ack_seconds, the difference of the buckets scraped at the window's start and
   end, estimates within the bucket shown (see the latency benchmark's notes).
-- *produce requests/s*: walrelay_produce_requests_total summed over its labels (topics), scraped at the window's
-  start and end, per second of the window; *msgs each*: the window's messages over its requests. *floor
-  requests/s*: the floor's produce requests (its Writer's Stats) over its whole run.
+- *produce requests/s*: walrelay_kafka_produce_requests_total (the requests sent to the brokers, each carrying the
+  batches of every partition its broker leads), or for a build before it walrelay_produce_requests_total (one a
+  partition batch) summed over its topics, scraped at the window's start and end, per second of the window; *msgs
+  each*: the window's messages over its requests. *floor requests/s*: the floor's produce requests (its Writer's
+  Stats) over its whole run.
+- *Kafka broker µs/msg*: the rig's broker process (scripts/kafka.sh pid), its CPU over the window per message, as
+  for walrelay: what the requests cost the broker (it also serves the latency probe's consumer, the same for
+  every build).
 - *machine CPU busy*: /proc/stat over the window, every process on the machine. *other busy programs*: as in the
   latency benchmark (other test binaries, walrelay and pg_recvlogical processes not of this run, the Go
   toolchain, autovacuum), seen in the window; this run's own pg_recvlogical is not one.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testkit"
 	"github.com/walrelay/walrelay/internal/testkit/poll"
+	"github.com/walrelay/walrelay/internal/testkit/rig"
 	"github.com/walrelay/walrelay/test/bench/benchenv"
 	"github.com/walrelay/walrelay/test/harness"
 )
@@ -102,6 +103,7 @@ const (
 	relaySender        // the walsender serving walrelay's slot
 	recvProc           // pg_recvlogical
 	recvSender         // the walsender serving pg_recvlogical's slot
+	brokerProc         // the rig's Kafka broker (issue 48: its CPU a record)
 	procCount
 )
 
@@ -150,7 +152,7 @@ func (s *side) start(t *testing.T, f *harness.Fixture, relay *harness.Relay, add
 func (s *side) begin(t *testing.T) {
 	t.Helper()
 	s.recv.Running()
-	s.pids = [procCount]int{s.relay.Cmd.Process.Pid, activePID(t, s.f, s.f.Slot), s.recv.Pid(), activePID(t, s.f, s.slot)}
+	s.pids = [procCount]int{s.relay.Cmd.Process.Pid, activePID(t, s.f, s.f.Slot), s.recv.Pid(), activePID(t, s.f, s.slot), rig.KafkaPid(t)}
 	s.from, s.requestsFrom, s.begun = s.read(), s.produceRequests(t), time.Now()
 }
 
@@ -212,16 +214,21 @@ func perMessage(from, to reading, messages float64) (us, switches float64) {
 	return float64((to.cpu - from.cpu).Microseconds()) / messages, float64(to.switches-from.switches) / messages
 }
 
-// produceRequests is walrelay_produce_requests_total summed over topics.
+// produceRequests is walrelay's produce requests so far:
+// walrelay_kafka_produce_requests_total (a request carries the batches of
+// every partition a broker leads, issue 48), or, from a build before it
+// (a baseline), walrelay_produce_requests_total, one a partition batch.
 func (s *side) produceRequests(t *testing.T) float64 {
 	t.Helper()
 	sums, err := harness.ScrapeSums(s.addr)
 	testkit.Must(t, err, "scrape walrelay")
-	n, ok := sums["walrelay_produce_requests_total"]
-	if !ok {
-		t.Fatalf("walrelay's /metrics has no walrelay_produce_requests_total")
+	for _, name := range []string{"walrelay_kafka_produce_requests_total", "walrelay_produce_requests_total"} {
+		if n, ok := sums[name]; ok {
+			return n
+		}
 	}
-	return n
+	t.Fatalf("walrelay's /metrics has no walrelay_kafka_produce_requests_total nor walrelay_produce_requests_total")
+	return 0
 }
 
 // figures turns the window's readings into figures per message: messages
