@@ -92,11 +92,9 @@ func writeSteadyReport(t *testing.T, e environment, flags []string, window time.
 - *walrelay RSS*: VmHWM (the peak since its start) and VmRSS of /proc/<pid>/status at the window's end.
 - *commit-to-ack*: walrelay_commit_to_ack_seconds, the difference of the buckets scraped at the window's start and
   end, estimates within the bucket shown (see the latency benchmark's notes).
-- *produce requests/s*: walrelay_kafka_produce_requests_total (the requests sent to the brokers, each carrying the
-  batches of every partition its broker leads), or for a build before it walrelay_produce_requests_total (one a
-  partition batch) summed over its topics, scraped at the window's start and end, per second of the window; *msgs
-  each*: the window's messages over its requests. *floor requests/s*: the floor's produce requests (its Writer's
-  Stats) over its whole run.
+- *produce requests/s*: walrelay_produce_requests_total summed over its labels (topics), scraped at the window's
+  start and end, per second of the window; *msgs each*: the window's messages over its requests. *floor
+  requests/s*: the floor's produce requests (its Writer's Stats) over its whole run.
 - *Kafka broker µs/msg*: the rig's broker process (scripts/kafka.sh pid), its CPU over the window per message, as
   for walrelay: what the requests cost the broker (it also serves the latency probe's consumer, the same for
   every build).

@@ -214,21 +214,16 @@ func perMessage(from, to reading, messages float64) (us, switches float64) {
 	return float64((to.cpu - from.cpu).Microseconds()) / messages, float64(to.switches-from.switches) / messages
 }
 
-// produceRequests is walrelay's produce requests so far:
-// walrelay_kafka_produce_requests_total (a request carries the batches of
-// every partition a broker leads, issue 48), or, from a build before it
-// (a baseline), walrelay_produce_requests_total, one a partition batch.
+// produceRequests is walrelay_produce_requests_total summed over topics.
 func (s *side) produceRequests(t *testing.T) float64 {
 	t.Helper()
 	sums, err := harness.ScrapeSums(s.addr)
 	testkit.Must(t, err, "scrape walrelay")
-	for _, name := range []string{"walrelay_kafka_produce_requests_total", "walrelay_produce_requests_total"} {
-		if n, ok := sums[name]; ok {
-			return n
-		}
+	n, ok := sums["walrelay_produce_requests_total"]
+	if !ok {
+		t.Fatalf("walrelay's /metrics has no walrelay_produce_requests_total")
 	}
-	t.Fatalf("walrelay's /metrics has no walrelay_kafka_produce_requests_total nor walrelay_produce_requests_total")
-	return 0
+	return n
 }
 
 // figures turns the window's readings into figures per message: messages
