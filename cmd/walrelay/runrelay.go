@@ -74,11 +74,12 @@ type process struct {
 	store   deadLetters
 	topics  *topics.Store // the partition count each topic is routed by
 	sinkCfg sink.Config
+	log     *zap.Logger
 }
 
 // buildProcess makes the process's parts; it starts nothing.
 func buildProcess(c config, log *zap.Logger) (*process, error) {
-	p := &process{reg: health.NewRegistry(version())}
+	p := &process{reg: health.NewRegistry(version()), log: log}
 	var err error
 	// One walrelay publishes per slot; the others wait as standbys and take
 	// over when it goes.
@@ -145,7 +146,7 @@ func (p *process) run(ctx context.Context, ln net.Listener) error {
 	if ln != nil {
 		ready := health.Readiness{Reached: p.monitor.Reached, Leader: p.elector.Check, Streaming: p.relay.Streaming,
 			Halted: func() string { return withFlags(p.relay.Halted()) }, Held: p.sinkCfg.Metrics.Held, Stalled: p.monitor.Stalled}
-		g.Go(func() error { return health.Serve(ln, p.reg, ready.Check, relayDone) })
+		g.Go(func() error { return health.Serve(ln, p.reg, ready.Check, relayDone, p.log) })
 	}
 	return g.Wait()
 }

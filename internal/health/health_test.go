@@ -8,6 +8,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/walrelay/walrelay/sink"
 )
@@ -101,7 +107,9 @@ func TestServe(t *testing.T) {
 	}
 	done := make(chan struct{})
 	errc := make(chan error, 1)
-	go func() { errc <- Serve(ln, NewRegistry("test"), func() string { return "" }, done) }()
+	go func() {
+		errc <- Serve(ln, NewRegistry("test"), func() string { return "" }, done, zaptest.NewLogger(t))
+	}()
 	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +129,54 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	ln.Close()
-	if err := Serve(ln, NewRegistry("test"), func() string { return "" }, make(chan struct{})); err == nil || !strings.HasPrefix(err.Error(), "metrics server: ") {
+	if err := Serve(ln, NewRegistry("test"), func() string { return "" }, make(chan struct{}), zaptest.NewLogger(t)); err == nil || !strings.HasPrefix(err.Error(), "metrics server: ") {
 		t.Errorf("Serve on a closed listener: got %v; want a metrics server error", err)
+	}
+}
+
+// stuck is a collector whose Collect blocks until release is closed: a
+// scrape that hangs.
+type stuck struct {
+	desc    *prometheus.Desc
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *stuck) Describe(ch chan<- *prometheus.Desc) { ch <- s.desc }
+func (s *stuck) Collect(chan<- prometheus.Metric) {
+	close(s.entered)
+	<-s.release
+}
+
+// A scrape still running when the server stops is cut after the grace,
+// with a warning, and Serve returns nil: the stop stays clean.
+func TestServeCutsAScrapeStillRunningAtTheStop(t *testing.T) {
+	defer func(g time.Duration) { shutdownGrace = g }(shutdownGrace)
+	shutdownGrace = 100 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := NewRegistry("test")
+	st := &stuck{desc: prometheus.NewDesc("stuck", "blocks", nil, nil), entered: make(chan struct{}), release: make(chan struct{})}
+	reg.MustRegister(st)
+	defer close(st.release)
+	core, logs := observer.New(zap.WarnLevel)
+	done := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() { errc <- Serve(ln, reg, func() string { return "" }, done, zap.New(core)) }()
+	go http.Get("http://" + ln.Addr().String() + "/metrics") //nolint:errcheck // cut on purpose
+	<-st.entered
+	close(done)
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("Serve with a scrape stuck at the stop: got %v; want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after its grace")
+	}
+	if n := logs.FilterMessageSnippet("were cut").Len(); n != 1 {
+		t.Fatalf("warnings about the cut requests: got %d; want 1", n)
 	}
 }
