@@ -54,7 +54,7 @@ RIG_DIR="${WALRELAY_RIG_DIR:-$REPO/.rig}"
 STATE="$RIG_DIR/kafka-cluster"
 KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
 KAFKA_MAJOR="${KAFKA_VERSION%%.*}"
-LIBS="$RIG_DIR/kafka/libs/$KAFKA_VERSION" # scripts/kafka.sh's, the same jars
+LIBS="" # scripts/kafka.sh's jars: ensure_runtime
 BASE="${WALRELAY_KAFKA_CLUSTER_PORT:-29180}"
 BROKER_HEAP="${WALRELAY_KAFKA_CLUSTER_HEAP:-384m}"
 CONTROLLER_HEAP="${WALRELAY_KAFKA_CLUSTER_CONTROLLER_HEAP:-256m}"
@@ -127,47 +127,18 @@ apt_install() {
 }
 
 JAVA=""
-ensure_java() {
-  if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then
-    JAVA="$JAVA_HOME/bin/java"
-  else
-    command -v java >/dev/null 2>&1 || apt_install openjdk-17-jre-headless
-    JAVA="$(command -v java)"
-  fi
-  local v
-  v="$("$JAVA" -XshowSettings:properties -version 2>&1 | awk -F'= ' '/java.specification.version/ {print $2; exit}')"
-  [ -n "$v" ] || die "cannot tell the version of $JAVA"
-  [ "${v%%.*}" -ge 17 ] 2>/dev/null || die "$JAVA is Java $v; Kafka $KAFKA_VERSION here needs Java 17+ (set JAVA_HOME)"
+# ensure_runtime sets JAVA and LIBS from scripts/kafka.sh, which installs Java 17 and fetches the
+# jars when they are missing: one place does both, for the single node and the cluster alike.
+ensure_runtime() {
+  local out
+  out="$(WALRELAY_RIG_DIR="$RIG_DIR" KAFKA_VERSION="$KAFKA_VERSION" "$REPO/scripts/kafka.sh" runtime)" ||
+    die "scripts/kafka.sh could not provide Java and the Kafka $KAFKA_VERSION jars"
+  JAVA="$(sed -n 1p <<<"$out")"
+  LIBS="$(sed -n 2p <<<"$out")"
 }
 
 ensure_kcat() {
   command -v kcat >/dev/null 2>&1 || apt_install kcat
-}
-
-# The jars, fetched once per version by the same pom as scripts/kafka.sh into the same folder (a
-# temporary folder renamed into place, so a fetch of kafka.sh's at the same time does no harm).
-ensure_libs() {
-  [ -f "$LIBS/.complete" ] && return 0
-  command -v mvn >/dev/null 2>&1 || apt_install maven
-  log "fetching org.apache.kafka:kafka_2.13:$KAFKA_VERSION and dependencies (Maven) into $LIBS"
-  local tmp="$LIBS.tmp.$$"
-  rm -rf "$tmp"
-  mkdir -p "$tmp"
-  if ! mvn -q -B -f "$CONF_SRC/pom.xml" \
-      -Dkafka.version="$KAFKA_VERSION" -Dkafka.major="$KAFKA_MAJOR" -Dlibs.dir="$tmp" \
-      dependency:copy-dependencies >"$STATE/mvn.log" 2>&1; then
-    tail -n 30 "$STATE/mvn.log" >&2
-    rm -rf "$tmp"
-    die "Maven could not fetch kafka_2.13:$KAFKA_VERSION (see $STATE/mvn.log); try another KAFKA_VERSION"
-  fi
-  ls "$tmp"/kafka_2.13-"$KAFKA_VERSION".jar >/dev/null 2>&1 || { rm -rf "$tmp"; die "kafka_2.13-$KAFKA_VERSION.jar missing after fetch"; }
-  touch "$tmp/.complete"
-  if [ -f "$LIBS/.complete" ]; then
-    rm -rf "$tmp" # another fetch got there first
-  else
-    rm -rf "$LIBS"
-    mv "$tmp" "$LIBS"
-  fi
 }
 
 ensure_rig_dir() {
@@ -404,9 +375,8 @@ cmd_start() {
       ! port_open "$(proxied_port "$n")" || die "port 127.0.0.1:$(proxied_port "$n") ($n PROXIED) is already in use by another process"
     fi
   done
-  ensure_java
+  ensure_runtime
   ensure_kcat
-  ensure_libs
   for n in "${NODES[@]}"; do
     live_pid "$n" >/dev/null || render_conf "$n" >"$(node_conf "$n")"
   done
@@ -516,7 +486,7 @@ cmd_start_node() {
   fi
   conf_current "$n" || die "$(node_conf "$n") differs from what $CONF_SRC/cluster-*.properties give now; run 'scripts/kafka-cluster.sh stop' and start"
   ! port_open "$(node_port "$n")" || die "port 127.0.0.1:$(node_port "$n") ($n) is already in use by another process"
-  ensure_java
+  ensure_runtime
   spawn "$n"
   wait_nodes "$n"
   log "$n running (pid $(live_pid "$n"))"

@@ -9,6 +9,8 @@
 #   scripts/kafka.sh env            print: export WALRELAY_TEST_KAFKA_BROKERS=... (and the PROXIED/PROXY pair, and
 #                                   WALRELAY_TEST_KAFKA_LIBS, the broker's jars, for tests that run a broker of their own)
 #   scripts/kafka.sh pid            print the broker's pid (the fault suite pauses and kills it)
+#   scripts/kafka.sh runtime        install Java and fetch the jars if missing; print the java binary and the
+#                                   jars' folder, a line each (scripts/kafka-cluster.sh runs its nodes with them)
 #
 # Besides the ordinary listener, the broker has a second plain listener, PROXIED, for the fault-injection
 # tests (test/faultproxy): bound on 127.0.0.1:$WALRELAY_KAFKA_PROXIED_PORT but advertised as
@@ -127,8 +129,12 @@ ensure_libs() {
   fi
   ls "$tmp"/kafka_2.13-"$KAFKA_VERSION".jar >/dev/null 2>&1 || { rm -rf "$tmp"; die "kafka_2.13-$KAFKA_VERSION.jar missing after fetch"; }
   touch "$tmp/.complete"
-  rm -rf "$LIBS"
-  mv "$tmp" "$LIBS"
+  if [ -f "$LIBS/.complete" ]; then
+    rm -rf "$tmp" # another fetch (scripts/kafka-cluster.sh's, say) got there first
+  else
+    rm -rf "$LIBS"
+    mv "$tmp" "$LIBS"
+  fi
 }
 
 jvm_opts() {
@@ -315,5 +321,6 @@ case "${1:-}" in
   status) shift; cmd_status "$@" ;;
   env) shift; cmd_env "$@" ;;
   pid) live_pid || { echo "kafka.sh: not running" >&2; exit 3; } ;;
-  *) echo "usage: $0 {start|stop [--purge|--purge-all]|status|env|pid}" >&2; exit 2 ;;
+  runtime) ensure_rig_dir; ensure_java; ensure_libs; printf '%s\n%s\n' "$JAVA" "$LIBS" ;;
+  *) echo "usage: $0 {start|stop [--purge|--purge-all]|status|env|pid|runtime}" >&2; exit 2 ;;
 esac
