@@ -376,7 +376,11 @@ func (s *Sink) retryDelay(ctx context.Context, p *partition, err error, failedAt
 	if errors.As(err, &restamp) {
 		return 0, "nothing: the batch is stamped again"
 	}
-	l, routes := s.prod.(leaders)
+	var l leaders = s.wire
+	routes := s.wire != nil
+	if !routes {
+		l, routes = s.prod.(leaders)
+	}
 	if routes && movedLeader(err) {
 		if rerr := l.Refresh(ctx, failedAt); rerr == nil {
 			now, lerr := l.Leader(ctx, p.topic, p.id)
@@ -423,8 +427,8 @@ func movedLeader(err error) bool {
 func (s *Sink) produce(ctx context.Context, p *partition, batch []*record, att *attempt) error {
 	var res *kafka.ProduceResponse
 	var err error
-	if rp, ok := s.prod.(recordsProducer); ok {
-		res, err = rp.ProduceRecords(ctx, p.topic, p.id, batch, att)
+	if s.wire != nil {
+		res, err = s.wire.ProduceRecords(ctx, p.topic, p.id, batch, att)
 	} else {
 		res, err = s.prod.Produce(ctx, &kafka.ProduceRequest{
 			Topic:        p.topic,

@@ -35,10 +35,13 @@ type producer interface {
 // Sink publishes messages to Kafka and reports each acknowledgement. Publish
 // is called by the owner (normally one goroutine), Run by a supervisor.
 type Sink struct {
-	cfg      Config
-	log      *zap.Logger
-	onAck    AckFunc
-	prod     producer
+	cfg   Config
+	log   *zap.Logger
+	onAck AckFunc
+	prod  producer
+	// wire, when set, produces instead of prod: walrelay's own connections
+	// and idempotent batches (wire.go); prod is then kafka-go's client.
+	wire     *wireProducer
 	meta     metadataClient
 	m        *Metrics
 	retry    backoff.Policy // between attempts of a produce or a park
@@ -137,22 +140,26 @@ func New(cfg Config, log *zap.Logger, onAck AckFunc) (*Sink, error) {
 	addr := kafka.TCP(cfg.Brokers...)
 	client := &kafka.Client{Addr: addr, Timeout: cfg.WriteTimeout, Transport: cfg.Transport}
 	meta := &kafkaMetadata{transport: cfg.Transport, addr: addr, timeout: cfg.WriteTimeout}
-	var prod producer = client
 	if log == nil {
 		log = zap.NewNop()
 	}
-	if w, err := newWireProducer(cfg, log); err == nil {
+	w, err := newWireProducer(cfg, log)
+	switch {
+	case err == nil:
 		closeKafkaGo := closeTransport
-		prod, closeTransport = w, func() { w.Close(); closeKafkaGo() }
-	} else if !errors.Is(err, errForeignTransport) {
+		closeTransport = func() { w.Close(); closeKafkaGo() }
+	case errors.Is(err, errForeignTransport):
+		w = nil
+	default:
 		closeTransport()
 		return nil, fmt.Errorf("sink config: %w", err)
 	}
-	s, err := newSink(cfg, log, onAck, prod, meta)
+	s, err := newSink(cfg, log, onAck, client, meta)
 	if err != nil {
 		closeTransport()
 		return nil, err
 	}
+	s.wire = w
 	s.closeTransport = closeTransport
 	if cfg.ResumeFromKafka {
 		s.tails = &kafkaTails{client: client}

@@ -91,37 +91,6 @@ func brokerOf(err error) int32 {
 	return -1
 }
 
-// Produce sends req to its partition's leader and answers as
-// kafka.Client.Produce does: a partition's error and record errors in the
-// response, a transport's as the error (wrapped in *sentTo).
-func (w *wireProducer) Produce(ctx context.Context, req *kafka.ProduceRequest) (*kafka.ProduceResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, w.writeTimeout)
-	defer cancel()
-	id, err := w.Leader(ctx, req.Topic, req.Partition)
-	if err != nil {
-		return nil, &sentTo{broker: -1, err: err}
-	}
-	conn, err := w.Conn(ctx, id)
-	if err != nil {
-		return nil, &sentTo{broker: id, err: err}
-	}
-	msg, err := conn.Do(ctx, &produceAPI.Request{
-		Acks:    int16(kafka.RequireAll),
-		Timeout: int32((w.writeTimeout / 2).Milliseconds()),
-		Topics: []produceAPI.RequestTopic{{
-			Topic: req.Topic,
-			Partitions: []produceAPI.RequestPartition{{
-				Partition: int32(req.Partition),
-				RecordSet: protocol.RecordSet{Version: 2, Attributes: protocol.Attributes(req.Compression) & 0x7, Records: req.Records},
-			}},
-		}},
-	})
-	if err != nil {
-		return nil, &sentTo{broker: id, err: err}
-	}
-	return produceResponse(msg.(*produceAPI.Response), req)
-}
-
 // produceResponse is the answer for req's one partition in res.
 func produceResponse(res *produceAPI.Response, req *kafka.ProduceRequest) (*kafka.ProduceResponse, error) {
 	for _, t := range res.Topics {
@@ -131,7 +100,7 @@ func produceResponse(res *produceAPI.Response, req *kafka.ProduceRequest) (*kafk
 			}
 			out := &kafka.ProduceResponse{
 				Throttle:       time.Duration(res.ThrottleTimeMs) * time.Millisecond,
-				Error:          codeError(p.ErrorCode, p.ErrorMessage),
+				Error:          kafkawire.CodeError(p.ErrorCode, p.ErrorMessage),
 				BaseOffset:     p.BaseOffset,
 				LogStartOffset: p.LogStartOffset,
 			}
@@ -147,30 +116,12 @@ func produceResponse(res *produceAPI.Response, req *kafka.ProduceRequest) (*kafk
 	return nil, fmt.Errorf("produce to %s/%d: the broker's answer names no such partition", req.Topic, req.Partition)
 }
 
-// codeError is a Kafka error code with the broker's message, or nil.
-func codeError(code int16, message string) error {
-	switch {
-	case code == 0:
-		return nil
-	case message == "":
-		return kafka.Error(code)
-	default:
-		return fmt.Errorf("%w: %s", kafka.Error(code), message)
-	}
-}
-
 // attempt is what the tries of one batch share: the stamp it was sent with
 // (kafkawire.NoStamp when the producer is not idempotent), kept across
 // retries so that the broker can tell a retry from new records.
 type attempt struct {
 	stamp   kafkawire.Stamp
 	stamped bool
-}
-
-// recordsProducer is a producer that takes the sink's records as they are
-// and stamps them for Kafka's idempotent producer (wireProducer).
-type recordsProducer interface {
-	ProduceRecords(ctx context.Context, topic string, partition int, batch []*record, att *attempt) (*kafka.ProduceResponse, error)
 }
 
 // restampError is an answer that fenced the batch's stamp (KIP-360): the
@@ -182,9 +133,10 @@ func (e *restampError) Error() string { return "stamped again after: " + e.err.E
 func (e *restampError) Unwrap() error { return e.err }
 
 // ProduceRecords sends batch, stamped (att), to its partition's leader as
-// one record batch encoded here, and answers as Produce does. The answer is
-// judged for the idempotent producer first: a duplicate of a batch Kafka
-// has is success; an answer that fences the stamp is a *restampError.
+// one record batch encoded here, and answers as kafka.Client.Produce does.
+// The answer is judged for the idempotent producer first: a duplicate of a
+// batch Kafka has is success; an answer that fences the stamp is a
+// *restampError.
 func (w *wireProducer) ProduceRecords(ctx context.Context, topic string, partition int, batch []*record, att *attempt) (*kafka.ProduceResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.writeTimeout)
 	defer cancel()
@@ -327,7 +279,7 @@ func initError(res *initproducerid.Response) error {
 	if res == nil {
 		return fmt.Errorf("the broker does not speak InitProducerId: %w", kafka.UnsupportedVersion)
 	}
-	return codeError(res.ErrorCode, "")
+	return kafkawire.CodeError(res.ErrorCode, "")
 }
 
 // refusesIdempotence reports an InitProducerId answer that will not change

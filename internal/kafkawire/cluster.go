@@ -253,7 +253,7 @@ func (c *Cluster) apply(res *metadata.Response) {
 			ps[i] = leader{id: -1, err: kafka.LeaderNotAvailable}
 		}
 		for _, p := range t.Partitions {
-			ps[p.PartitionIndex] = leader{id: p.LeaderID, err: codeError(p.ErrorCode, "")}
+			ps[p.PartitionIndex] = leader{id: p.LeaderID, err: CodeError(p.ErrorCode, "")}
 		}
 		c.leaders[t.Name] = ps
 	}

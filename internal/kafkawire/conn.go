@@ -189,7 +189,7 @@ func authenticate(ctx context.Context, pc *protocol.Conn, mech sasl.Mechanism) e
 			return err
 		}
 		res := msg.(*saslauthenticate.Response)
-		if err := codeError(res.ErrorCode, res.ErrorMessage); err != nil {
+		if err := CodeError(res.ErrorCode, res.ErrorMessage); err != nil {
 			return err
 		}
 		if done, state, err = sess.Next(ctx, res.AuthBytes); err != nil {
@@ -199,8 +199,8 @@ func authenticate(ctx context.Context, pc *protocol.Conn, mech sasl.Mechanism) e
 	return nil
 }
 
-// codeError is a Kafka error code with the broker's message, or nil.
-func codeError(code int16, message string) error {
+// CodeError is a Kafka error code with the broker's message, or nil.
+func CodeError(code int16, message string) error {
 	switch {
 	case code == 0:
 		return nil

@@ -29,10 +29,10 @@ func rawProduce(t *testing.T, c *Cluster, topic string, batch []byte) produce.Re
 		p, err := rawProduceOnce(ctx, c, topic, batch)
 		var kerr kafka.Error
 		switch {
-		case err == nil && !(errors.As(codeError(p.ErrorCode, ""), &kerr) && kerr.Temporary()):
+		case err == nil && !(errors.As(CodeError(p.ErrorCode, ""), &kerr) && kerr.Temporary()):
 			return p
 		case ctx.Err() != nil:
-			t.Fatalf("produce: %v, %v", err, codeError(p.ErrorCode, p.ErrorMessage))
+			t.Fatalf("produce: %v, %v", err, CodeError(p.ErrorCode, p.ErrorMessage))
 		}
 		time.Sleep(100 * time.Millisecond)
 		c.Refresh(ctx, time.Now()) //nolint:errcheck // the next produce says
@@ -83,7 +83,7 @@ func TestKafkaTakesIdempotentBatchesOfEveryCodec(t *testing.T) {
 			t.Fatal(err)
 		}
 		pid = msg.(*initproducerid.Response)
-		err = codeError(pid.ErrorCode, "")
+		err = CodeError(pid.ErrorCode, "")
 		if err == nil {
 			break
 		}
@@ -103,12 +103,12 @@ func TestKafkaTakesIdempotentBatchesOfEveryCodec(t *testing.T) {
 			t.Fatal(err)
 		}
 		if p := rawProduce(t, c, topic, b); p.ErrorCode != 0 || p.BaseOffset != offset {
-			t.Fatalf("%s: produce answered %v (%+v) at offset %d; want no error at %d", codec, codeError(p.ErrorCode, p.ErrorMessage), p.RecordErrors, p.BaseOffset, offset)
+			t.Fatalf("%s: produce answered %v (%+v) at offset %d; want no error at %d", codec, CodeError(p.ErrorCode, p.ErrorMessage), p.RecordErrors, p.BaseOffset, offset)
 		}
 		// The same batch again, as a retry of an answer lost: the broker
 		// knows it, answers with where it is, and writes nothing.
 		p := rawProduce(t, c, topic, b)
-		if err := codeError(p.ErrorCode, ""); err != nil && !errors.Is(err, kafka.DuplicateSequenceNumber) || p.BaseOffset != offset && err == nil {
+		if err := CodeError(p.ErrorCode, ""); err != nil && !errors.Is(err, kafka.DuplicateSequenceNumber) || p.BaseOffset != offset && err == nil {
 			t.Fatalf("%s: the same batch again answered %v at offset %d; want a duplicate of offset %d", codec, err, p.BaseOffset, offset)
 		}
 		seq, offset = seq+int32(len(recs)), offset+int64(len(recs))
@@ -117,8 +117,8 @@ func TestKafkaTakesIdempotentBatchesOfEveryCodec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := rawProduce(t, c, topic, gap); !errors.Is(codeError(p.ErrorCode, ""), kafka.OutOfOrderSequenceNumber) {
-		t.Fatalf("a batch past a gap in the sequence: got %v; want OUT_OF_ORDER_SEQUENCE_NUMBER", codeError(p.ErrorCode, p.ErrorMessage))
+	if p := rawProduce(t, c, topic, gap); !errors.Is(CodeError(p.ErrorCode, ""), kafka.OutOfOrderSequenceNumber) {
+		t.Fatalf("a batch past a gap in the sequence: got %v; want OUT_OF_ORDER_SEQUENCE_NUMBER", CodeError(p.ErrorCode, p.ErrorMessage))
 	}
 	got := kafkatest.Read(t, brokers, topic)
 	if len(got) != len(codecs)*20 {
