@@ -360,6 +360,9 @@ func (st *retryState) logged() bool {
 // broker session times out: broker.session.timeout.ms, 9s by default).
 var leaderPoll = backoff.Policy{Min: 100 * time.Millisecond, Max: time.Second}
 
+// layoutWait bounds a retry's read of the cluster's layout.
+const layoutWait = time.Second
+
 // retryDelay is how long a produce that failed with the transient err at
 // failedAt waits before it is retried, and what it waits for. When err says
 // the partition's leader may have moved (movedLeader) and the producer
@@ -382,7 +385,13 @@ func (s *Sink) retryDelay(ctx context.Context, p *partition, err error, failedAt
 		l, routes = s.prod.(leaders)
 	}
 	if routes && movedLeader(err) {
-		if rerr := l.Refresh(ctx, failedAt); rerr == nil {
+		// A layout that takes longer than layoutWait to read counts as no
+		// answer: a paused or cut-off cluster is an outage, and waiting on
+		// a dial to it would only space the retries further.
+		rctx, cancel := context.WithTimeout(ctx, layoutWait)
+		rerr := l.Refresh(rctx, failedAt)
+		cancel()
+		if rerr == nil {
 			now, lerr := l.Leader(ctx, p.topic, p.id)
 			if lerr == nil && now != brokerOf(err) {
 				st.polls = 0
