@@ -42,7 +42,7 @@ func TestPartitionTake(t *testing.T) {
 	newP := func(rs []*record) *partition {
 		p := newPartition(topicPartition{"t", 0}, nil, nil)
 		for _, r := range rs {
-			p.push(r)
+			p.push(r, &cfg)
 		}
 		return p
 	}
@@ -119,14 +119,44 @@ func TestLingerGrowsWithLateness(t *testing.T) {
 	// is held until t0+50ms unless its batch fills.
 	cfg.BatchMaxMessages, cfg.BatchMaxBytes = 4, 1<<20
 	p := newPartition(topicPartition{"t", 0}, nil, nil)
-	p.push(late(time.Hour))
+	p.push(late(time.Hour), &cfg)
 	if b, wait, _ := p.take(t0.Add(10*time.Millisecond), false, &cfg); b != nil || wait != 40*time.Millisecond {
 		t.Errorf("backlog: take = %d records, wait %v; want none, wait 40ms", len(b), wait)
 	}
 	for range 3 {
-		p.push(late(time.Hour))
+		p.push(late(time.Hour), &cfg)
 	}
 	if b, _, _ := p.take(t0.Add(10*time.Millisecond), false, &cfg); len(b) != 4 {
 		t.Errorf("backlog, batch full: take = %d records; want 4 at once", len(b))
+	}
+}
+
+// A push wakes the partition's worker only when that changes what it waits
+// for: the first record of an empty queue, and a full batch.
+func TestPartitionPushWakes(t *testing.T) {
+	cfg := Config{Linger: 5 * time.Millisecond, BatchMaxMessages: 3, BatchMaxBytes: 1 << 20}
+	p := newPartition(topicPartition{"t", 0}, nil, nil)
+	woken := func() bool {
+		select {
+		case <-p.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	rs := records(4, 10, time.Unix(1000, 0))
+	for i, want := range []bool{true, false, true, true} { // empty, lingering, full, still full
+		p.push(rs[i], &cfg)
+		if got := woken(); got != want {
+			t.Errorf("push %d: woke the worker %t; want %t", i+1, got, want)
+		}
+	}
+	cfg.BatchMaxMessages, cfg.BatchMaxBytes = 100, batchOverhead+25
+	p = newPartition(topicPartition{"t", 0}, nil, nil)
+	for i, want := range []bool{true, false, true} { // empty, 20 bytes, 30 bytes: over the limit
+		p.push(rs[i], &cfg)
+		if got := woken(); got != want {
+			t.Errorf("push %d by bytes: woke the worker %t; want %t", i+1, got, want)
+		}
 	}
 }

@@ -36,6 +36,12 @@ type partition struct {
 	queue []*record
 	wire  int  // estimated encoded bytes queued
 	busy  bool // a batch was taken and is not yet acknowledged or parked
+	// lane is the lane the partition is on (lane.go): it takes the
+	// batches, and the worker waits. nil: the worker takes them.
+	lane *lane
+	// back is what the lane last handed back to the worker, for it to
+	// finish before anything else; nil when nothing was.
+	back *handback
 }
 
 // finished records that the batch last taken is done: acknowledged,
@@ -57,12 +63,43 @@ func newPartition(tp topicPartition, published, requests prometheus.Counter) *pa
 	return &partition{topicPartition: tp, published: published, requests: requests, wake: make(chan struct{}, 1)}
 }
 
-func (p *partition) push(r *record) {
+// push queues r, and wakes the worker only when that changes what it
+// waits for: the queue was empty (it waits for a push, or will look when
+// its batch in flight is done) or now holds a full batch (it lingers on the
+// oldest record's timer). A record joining a lingering batch wakes nobody:
+// at steady load, a wake-up a message cost walrelay more CPU than the
+// produce request it waited for.
+//
+// On a lane, the lane is told instead, and only of what changes when it
+// looks: a first record queued, or a full batch.
+func (p *partition) push(r *record, cfg *Config) {
 	p.mu.Lock()
 	p.queue = append(p.queue, r)
 	p.wire += r.wire
+	full := len(p.queue) >= cfg.BatchMaxMessages || batchOverhead+p.wire >= cfg.BatchMaxBytes
+	wake := len(p.queue) == 1 || full
+	l := p.lane
+	var due time.Time
+	if l != nil && wake {
+		due, _ = p.due(r.time, cfg)
+	}
 	p.mu.Unlock()
-	signal(p.wake)
+	switch {
+	case !wake:
+	case l != nil:
+		l.add(p, due)
+	default:
+		signal(p.wake)
+	}
+}
+
+// takeBack returns what the lane handed back, if anything, and forgets it.
+func (p *partition) takeBack() *handback {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	hb := p.back
+	p.back = nil
+	return hb
 }
 
 // take removes and returns the next batch if one is due at now: the queue
@@ -132,9 +169,28 @@ func batchLen(queue []*record, maxMsgs, maxBytes int) int {
 // work is the goroutine of partition p: it handles batch after batch until
 // the queue is drained after Close (nil), a batch fails for good (*Error),
 // or ctx is done.
+//
+// Between batches it puts the partition on its leader's lane (lane.go),
+// when it can, and waits while the lane sends; it finishes what the lane
+// hands back to it.
 func (s *Sink) work(ctx context.Context, p *partition) error {
 	s.resume(ctx, p)
 	for {
+		if hb := p.takeBack(); hb != nil {
+			if hb.batch != nil {
+				if err := s.finishBack(ctx, p, hb); err != nil {
+					return err
+				}
+				p.finished()
+				continue
+			}
+		} else if s.join(ctx, p) {
+			drained, err := s.onLane(ctx, p)
+			if err != nil || drained {
+				return err
+			}
+			continue
+		}
 		batch, err := s.nextBatch(ctx, p)
 		if err != nil || batch == nil {
 			return err
@@ -146,6 +202,21 @@ func (s *Sink) work(ctx context.Context, p *partition) error {
 		}
 		p.finished()
 	}
+}
+
+// finishBack gets a batch a lane handed back acknowledged, retried from
+// the lane's failure with the lane's stamp, or parked, as flush does a run.
+func (s *Sink) finishBack(ctx context.Context, p *partition, hb *handback) error {
+	err := s.sendFrom(ctx, p, hb.batch, hb.att, hb.err)
+	var refused *refusedError
+	switch {
+	case err == nil:
+		s.acked(p, hb.batch)
+		return nil
+	case !errors.As(err, &refused):
+		return err
+	}
+	return s.findRefused(ctx, p, hb.batch, refused.err)
 }
 
 // flush handles the records of batch in order: each run of records that
@@ -277,17 +348,24 @@ func (s *Sink) nextBatch(ctx context.Context, p *partition) ([]*record, error) {
 // duplicate them but never reorders or skips. A permanent failure is a
 // *refusedError.
 func (s *Sink) send(ctx context.Context, p *partition, batch []*record) error {
+	return s.sendFrom(ctx, p, batch, &attempt{}, nil)
+}
+
+// sendFrom is send for a batch stamped att whose first produce, made
+// elsewhere (a lane), failed with err; err nil: it was not made.
+func (s *Sink) sendFrom(ctx context.Context, p *partition, batch []*record, att *attempt, err error) error {
 	var st retryState
-	att := &attempt{}
-	for attempt := 0; ; attempt++ {
-		if s.cfg.Guard != nil {
-			if err := s.cfg.Guard(); err != nil {
-				return fmt.Errorf("not producing to %s/%d: %w", p.topic, p.id, err)
-			}
-		}
-		err := s.produce(ctx, p, batch, att)
+	for attempt := 0; ; attempt, err = attempt+1, nil {
 		if err == nil {
-			return nil
+			if s.cfg.Guard != nil {
+				if err := s.cfg.Guard(); err != nil {
+					return fmt.Errorf("not producing to %s/%d: %w", p.topic, p.id, err)
+				}
+			}
+			err = s.produce(ctx, p, batch, att)
+			if err == nil {
+				return nil
+			}
 		}
 		failedAt := time.Now()
 		if ctx.Err() != nil {
@@ -447,16 +525,10 @@ func (s *Sink) produce(ctx context.Context, p *partition, batch []*record, att *
 			Compression:  s.cfg.Compression,
 		})
 	}
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case res == nil:
-		return errors.New("no produce response")
-	case len(res.RecordErrors) > 0:
-		return newRecordError(res)
-	default:
-		return res.Error
 	}
+	return responseError(res)
 }
 
 // kafkaRecords makes fresh record values for one attempt: kafka-go reads the
@@ -492,9 +564,15 @@ func (*recordBytes) Close() error { return nil }
 // acked reports every record of a batch Kafka acknowledged, in order, and
 // frees its in-flight room.
 func (s *Sink) acked(p *partition, batch []*record) {
+	s.done(p, batch)
+	p.requests.Inc()
+}
+
+// done reports every record of a batch Kafka acknowledged, in order, and
+// frees its in-flight room; the request is counted by the caller.
+func (s *Sink) done(p *partition, batch []*record) {
 	s.inflight.release(len(batch), s.report(batch))
 	p.published.Add(float64(len(batch)))
-	p.requests.Inc()
 }
 
 // report tells onAck, in order, that every record of batch is done

@@ -67,6 +67,11 @@ type Sink struct {
 	running   bool
 	closing   atomic.Bool   // set under mu
 	runWake   chan struct{} // capacity 1: new partitions, or Close
+	// lanes are the brokers' lanes (lane.go), started in group (Run's,
+	// with its context groupCtx) as partitions join them.
+	lanes    map[int32]*lane
+	group    *errgroup.Group
+	groupCtx context.Context
 
 	ackMu sync.Mutex // serialises onAck
 
@@ -206,6 +211,7 @@ func newSink(cfg Config, log *zap.Logger, onAck AckFunc, prod producer, meta met
 		recheckWake:    make(chan struct{}, 1),
 		unusable:       make(map[string]*topicError),
 		parts:          make(map[topicPartition]*partition),
+		lanes:          make(map[int32]*lane),
 		runWake:        make(chan struct{}, 1),
 		failed:         failed,
 		failWith:       fail,
@@ -357,7 +363,7 @@ func (s *Sink) enqueue(tp topicPartition, n int, r *record) error {
 		s.unstarted = append(s.unstarted, p)
 		signal(s.runWake)
 	}
-	p.push(r)
+	p.push(r, &s.cfg)
 	return nil
 }
 
@@ -373,10 +379,17 @@ func (s *Sink) Close() {
 	for _, p := range s.parts {
 		parts = append(parts, p)
 	}
+	lanes := make([]*lane, 0, len(s.lanes))
+	for _, l := range s.lanes {
+		lanes = append(lanes, l)
+	}
 	s.mu.Unlock()
 	s.halt()
 	for _, p := range parts {
 		signal(p.wake)
+	}
+	for _, l := range lanes {
+		signal(l.wake) // it sends what it has at once
 	}
 	signal(s.runWake)
 }
@@ -427,6 +440,14 @@ func (s *Sink) Run(ctx context.Context) error {
 
 // supervise starts the workers of new partitions until Close or failure.
 func (s *Sink) supervise(ctx context.Context, g *errgroup.Group) error {
+	s.mu.Lock()
+	s.group, s.groupCtx = g, ctx
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.group = nil // a lane started now would outlive Run
+		s.mu.Unlock()
+	}()
 	for {
 		s.mu.Lock()
 		parts, closing := s.unstarted, s.closing.Load()

@@ -75,6 +75,16 @@ func NewWith(t *testing.T, pgURL, brokers string, aggregateTypes ...string) *Fix
 	return f
 }
 
+// NewPartitioned is New with topics of n partitions instead of
+// Partitions (a benchmark in the shape of a production topic, say).
+func NewPartitioned(t *testing.T, n int, aggregateTypes ...string) *Fixture {
+	t.Helper()
+	pgURL, brokers := testkit.Services(t)
+	f := newFixture(t, pgURL, brokers)
+	kafkatest.CreateTopics(t, brokers, n, f.topicsOf(aggregateTypes)...)
+	return f
+}
+
 // newFixture is NewWith but for the topics: the caller creates them
 // (topicsOf), on the single broker (NewWith) or the cluster (NewOnCluster).
 func newFixture(t *testing.T, pgURL, brokers string) *Fixture {

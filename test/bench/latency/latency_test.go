@@ -91,6 +91,23 @@ func ratesFrom(t *testing.T, name string, otherwise []int) []int {
 // relayFlags are extra `walrelay run` flags from WALRELAY_BENCH_RELAY_FLAGS
 // (space-separated, e.g. "--kafka-linger=1ms"), for experiments; the
 // benchmark proper runs with none, that is with the defaults.
+// partitionsEnv sets the partition count of the benchmark's topics:
+// harness.Partitions (3) by default; issue 48 measured its producers on
+// 12, the shape of a production topic.
+const partitionsEnv = "WALRELAY_BENCH_PARTITIONS"
+
+func benchPartitions(t *testing.T) int {
+	s := os.Getenv(partitionsEnv)
+	if s == "" {
+		return harness.Partitions
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a partition count", partitionsEnv, s)
+	}
+	return n
+}
+
 func relayFlags() []string { return strings.Fields(os.Getenv("WALRELAY_BENCH_RELAY_FLAGS")) }
 
 // measure runs one rate on a fresh outbox, slot and topic: warm-up, the
@@ -129,7 +146,7 @@ func measureWith(t *testing.T, spec runSpec) result {
 	const tail = time.Second
 	total := int(int64(rate) * int64(warmup+window+tail) / int64(time.Second))
 
-	f := harness.New(t, "bench", "probe")
+	f := harness.NewPartitioned(t, benchPartitions(t), "bench", "probe")
 	f.WalrelayOK("init")
 	addr := testkit.FreePort(t)
 	// --status-interval is set back to its default (the fixture shortens it).
