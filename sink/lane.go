@@ -50,7 +50,8 @@ type lane struct {
 
 // handback is what a lane returns to a partition's worker: a batch it did
 // not get acknowledged, stamped att, and why (err nil: it was not sent);
-// or, with batch nil, the queue itself (its front record is to be parked).
+// or, with batch nil, the queue itself (its front record is to be parked,
+// or it holds a full batch).
 type handback struct {
 	batch []*record
 	att   *attempt
@@ -252,7 +253,7 @@ func (p *partition) due(now time.Time, cfg *Config) (due time.Time, queued bool)
 	if len(p.queue) == 0 {
 		return time.Time{}, false
 	}
-	if len(p.queue) >= cfg.BatchMaxMessages || batchOverhead+p.wire >= cfg.BatchMaxBytes {
+	if p.full(cfg) {
 		return now, true
 	}
 	return p.queue[0].time.Add(linger(p.queue[0], cfg)), true
@@ -359,8 +360,11 @@ func (l *lane) take() []laneBatch {
 			}
 			k++
 		}
-		if k == 0 {
-			// The worker parks it (flush): the partition is its until then.
+		if k == 0 || p.full(cfg) {
+			// The worker parks the front record (flush), or sends a full
+			// batch: a backlog drains through the workers, a request a
+			// partition, whose batches are full already and are encoded
+			// in parallel. The partition is the worker's until then.
 			p.lane, p.back = nil, &handback{}
 			delete(l.members, p)
 			delete(l.ready, p)

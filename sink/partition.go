@@ -76,7 +76,7 @@ func (p *partition) push(r *record, cfg *Config) {
 	p.mu.Lock()
 	p.queue = append(p.queue, r)
 	p.wire += r.wire
-	full := len(p.queue) >= cfg.BatchMaxMessages || batchOverhead+p.wire >= cfg.BatchMaxBytes
+	full := p.full(cfg)
 	wake := len(p.queue) == 1 || full
 	l := p.lane
 	var due time.Time
@@ -91,6 +91,18 @@ func (p *partition) push(r *record, cfg *Config) {
 	default:
 		signal(p.wake)
 	}
+}
+
+// full reports that the queue holds a full batch (p.mu held).
+func (p *partition) full(cfg *Config) bool {
+	return len(p.queue) >= cfg.BatchMaxMessages || batchOverhead+p.wire >= cfg.BatchMaxBytes
+}
+
+// fullNow is full, taking p.mu.
+func (p *partition) fullNow(cfg *Config) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.full(cfg)
 }
 
 // takeBack returns what the lane handed back, if anything, and forgets it.
@@ -112,7 +124,7 @@ func (p *partition) take(now time.Time, closing bool, cfg *Config) (batch []*rec
 	if len(p.queue) == 0 {
 		return nil, 0, closing
 	}
-	full := len(p.queue) >= cfg.BatchMaxMessages || batchOverhead+p.wire >= cfg.BatchMaxBytes
+	full := p.full(cfg)
 	if wait = p.queue[0].time.Add(linger(p.queue[0], cfg)).Sub(now); !full && !closing && wait > 0 {
 		return nil, wait, false
 	}
@@ -184,7 +196,7 @@ func (s *Sink) work(ctx context.Context, p *partition) error {
 				p.finished()
 				continue
 			}
-		} else if s.join(ctx, p) {
+		} else if !p.fullNow(&s.cfg) && s.join(ctx, p) {
 			drained, err := s.onLane(ctx, p)
 			if err != nil || drained {
 				return err

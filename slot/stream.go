@@ -193,13 +193,13 @@ func (s *Stream) startReplication(ctx context.Context) error {
 
 // receive reads the stream until ctx is done or it fails.
 func (s *Stream) receive(ctx context.Context, out chan<- Event, pos Position) error {
+	var d deadline
+	defer d.stop()
 	for {
 		if err := s.statusIfDue(ctx, pos); err != nil {
 			return err
 		}
-		rctx, cancel := context.WithDeadline(ctx, s.wake())
-		msg, err := s.conn.ReceiveMessage(rctx)
-		cancel()
+		msg, err := s.conn.ReceiveMessage(d.until(ctx, s.wake()))
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -216,6 +216,32 @@ func (s *Stream) receive(ctx context.Context, out chan<- Event, pos Position) er
 		if err := s.handle(ctx, out, pos, msg); err != nil {
 			return err
 		}
+	}
+}
+
+// deadline is the context a receive waits under: ctx until the stream's
+// next wake-up. It is kept while the wake-up does not move, instead of made
+// for each message: a timer and a context a message, and the parent's map
+// of children they grow, were a tenth of walrelay's CPU in a drain.
+type deadline struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	at     time.Time
+}
+
+// until is ctx with the deadline at.
+func (d *deadline) until(ctx context.Context, at time.Time) context.Context {
+	if d.ctx == nil || !at.Equal(d.at) || d.ctx.Err() != nil {
+		d.stop()
+		d.ctx, d.cancel = context.WithDeadline(ctx, at)
+		d.at = at
+	}
+	return d.ctx
+}
+
+func (d *deadline) stop() {
+	if d.cancel != nil {
+		d.cancel()
 	}
 }
 

@@ -32,7 +32,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if walrelayBin, err = benchenv.Build(dir, "walrelay", ""); err == nil {
+	if walrelayBin, err = benchenv.Build(dir, "walrelay", os.Getenv("WALRELAY_BENCH_BUILD_TAGS")); err == nil {
 		discardBin, err = benchenv.Build(dir, "walrelay-discard", "walrelay_discard")
 	}
 	if err == nil {
