@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,12 +96,39 @@ func Check(ctx context.Context, cfg Config, routes []schema.Message, routesErr e
 	if ownTransport {
 		c.add(securityResult(cfg.TLS, cfg.SASL))
 	}
+	c.add(c.idempotenceResult(cfg))
 	c.add(topicsResult)
 	if known {
 		c.readBroker(md.Controller.ID)
 		c.checkTopics(md)
 	}
 	return c.results
+}
+
+// idempotenceResult is the "kafka idempotence" check: whether the brokers
+// grant the idempotent producer (DECISIONS 49), asked as the sink asks, with
+// an InitProducerId request (which hands out a producer id and changes
+// nothing else). A refusal is a warning: the sink then produces without
+// it, and a broker fault may leave duplicates.
+func (c *kafkaChecker) idempotenceResult(cfg Config) check.Result {
+	const name = "kafka idempotence"
+	if cfg.NoIdempotence {
+		return check.Pass(name, "off, as configured ("+SettingIdempotence+"=false): a retry after a broker fault may write a batch twice")
+	}
+	res, err := c.client.InitProducerID(c.ctx, &kafka.InitProducerIDRequest{TransactionTimeoutMs: math.MaxInt32, ProducerID: -1, ProducerEpoch: -1})
+	if err == nil {
+		err = res.Error
+	}
+	switch {
+	case err == nil:
+		return check.Pass(name, fmt.Sprintf("granted (producer id %d): a batch retried after a broker fault is written once", res.Producer.ProducerID))
+	case refusesIdempotence(err) || errors.Is(err, kafka.UnsupportedVersion):
+		return check.Warning(name, "refused ("+err.Error()+"): walrelay produces without it, and a retry after a broker fault may write a batch twice",
+			"Since Kafka 2.8 the right to produce to a topic (WRITE) includes it (KIP-679); on older brokers grant IDEMPOTENT_WRITE on the cluster: kafka-acls.sh --bootstrap-server "+c.bootstrap+
+				" --add --allow-principal User:<walrelay's user> --operation IdempotentWrite --cluster. Amazon MSK with IAM: allow kafka-cluster:WriteDataIdempotently.")
+	}
+	return check.Warning(name, "could not ask for a producer id ("+err.Error()+"): walrelay asks again when it starts, and produces without it if refused",
+		"Check that the brokers run and that walrelay's user may write to its topics.")
 }
 
 // securityResult is the "kafka tls" check of the transport the sink makes

@@ -105,7 +105,7 @@ func TestCheckTopicSafety(t *testing.T) {
 	statuses := map[string][3]string{weak: {"warn", "warn", "ok"}, impossible: {"warn", "fail", "ok"}, unclean: {"warn", "warn", "warn"}}
 	topics := []string{weak, impossible, unclean}
 	slices.Sort(topics)
-	want := []string{"kafka reachable=ok", "kafka tls=warn", "topics=ok"}
+	want := []string{"kafka reachable=ok", "kafka tls=warn", "kafka idempotence=ok", "topics=ok"}
 	for _, topic := range topics {
 		want = append(want, "topic "+topic+"=ok")
 	}
@@ -163,7 +163,7 @@ func TestCheckMissingTopic(t *testing.T) {
 
 	got := runCheck(t, Config{Brokers: brokers, TopicTemplate: "orders.{type}"}, []schema.Message{{Type: "x", Topic: topic}}, nil)
 
-	checkStatuses(t, got, []string{"kafka reachable=ok", "kafka tls=warn", "topics=ok", "topic " + topic + "=" + want})
+	checkStatuses(t, got, []string{"kafka reachable=ok", "kafka tls=warn", "kafka idempotence=ok", "topics=ok", "topic " + topic + "=" + want})
 	if f := found(t, got, "topic "+topic); !strings.Contains(f, "auto.create.topics.enable="+autoCreate) {
 		t.Errorf("found: got %q; want the broker's auto.create.topics.enable=%s", f, autoCreate)
 	}
@@ -187,7 +187,7 @@ func TestCheckTopicsFromTemplate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := runCheck(t, cfg, tc.routes, tc.routesErr)
-			checkStatuses(t, got, []string{"kafka reachable=ok", "kafka tls=warn", "topics=warn"})
+			checkStatuses(t, got, []string{"kafka reachable=ok", "kafka tls=warn", "kafka idempotence=ok", "topics=warn"})
 			if f := found(t, got, "topics"); !strings.Contains(f, tc.want) {
 				t.Errorf("topics found: got %q; want it to contain %q", f, tc.want)
 			}
@@ -335,3 +335,24 @@ func TestSecurityResult(t *testing.T) {
 }
 
 func scramSHA512() (sasl.Mechanism, error) { return scram.Mechanism(scram.SHA512, "u", "p") }
+
+// The "kafka idempotence" check asks the broker for a producer id as the
+// sink does: granted on the rig's broker; with idempotence turned off it
+// says so without asking.
+func TestCheckIdempotence(t *testing.T) {
+	brokers := testBrokers(t)
+	topic := createTopic(t, brokers, 1)
+	for _, tc := range []struct {
+		off  bool
+		want string
+	}{
+		{false, "granted (producer id "},
+		{true, "off, as configured"},
+	} {
+		got := runCheck(t, Config{Brokers: brokers, TopicTemplate: topic, NoIdempotence: tc.off}, nil, nil)
+		r := result(t, got, "kafka idempotence")
+		if r.Status != check.OK || !strings.HasPrefix(r.Found, tc.want) {
+			t.Errorf("idempotence off %t: got %s %q; want ok, %q...", tc.off, r.Status, r.Found, tc.want)
+		}
+	}
+}

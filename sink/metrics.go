@@ -79,7 +79,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"topic"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "walrelay_produce_requests_total",
-			Help: "Produce requests Kafka acknowledged, by topic: one per batch of one partition. walrelay_published_messages_total over it is the average batch, which --kafka-linger (how long a batch waits to fill) and the batch bounds (500 records, 512 KiB) set.",
+			Help: "Produce requests Kafka acknowledged that carried the topic's records: one carries a batch of every partition a broker leads (a retry, one partition's). walrelay_published_messages_total over it is the average request, which --kafka-linger (how long a batch waits to fill) and the batch bounds (500 records, 512 KiB a partition) set.",
 		}, []string{"topic"}),
 		inFlightMessages: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_sink_in_flight_messages",

@@ -94,7 +94,7 @@ func TestCheckGoodRig(t *testing.T) {
 	for _, name := range []string{"postgres reachable", "server version", "server role", "postgres provider", "wal_level", "max_replication_slots", "max_wal_senders",
 		"database connect", "outbox table", "table columns", "publication", "publication inserts", "publication table", "publication scope",
 		"recovery", "slot", "slot plugin", "slot database", "slot wal_status", "slot lag", "dead-letter table", "dead-letter privileges", "dead-letter message ids", "topics table", "prune privileges",
-		"kafka reachable", "topics", "topic partitions",
+		"kafka reachable", "kafka idempotence", "topics", "topic partitions",
 		// The fixture runs walrelay as harness.RelayRole: REPLICATION, not a superuser.
 		"role replication", "lock session"} {
 		want[name] = "ok"
