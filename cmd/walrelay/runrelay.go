@@ -18,6 +18,7 @@ import (
 	"github.com/walrelay/walrelay/internal/kafkasec"
 	"github.com/walrelay/walrelay/internal/leader"
 	"github.com/walrelay/walrelay/internal/memlimit"
+	"github.com/walrelay/walrelay/internal/procs"
 	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/topics"
 	"github.com/walrelay/walrelay/schema"
@@ -38,6 +39,11 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Warn("discarding build: messages are NOT published (built with -tags walrelay_discard, for benchmarks only)")
 	}
 	memLimit, memLimitSet := memlimit.Apply(os.Getenv, c.Sink.MaxInFlightBytes)
+	// One processor while one is enough, unless GOMAXPROCS chose (DECISIONS 51).
+	pctx, stopProcs := context.WithCancel(ctx)
+	procsDone := make(chan struct{})
+	go func() { defer close(procsDone); procs.Run(pctx, os.Getenv, log) }()
+	defer func() { stopProcs(); <-procsDone }()
 	if err := warnPostgresTLS(log, c.Slot); err != nil {
 		return err
 	}
