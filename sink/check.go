@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/walrelay/walrelay/internal/backoff"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
@@ -105,6 +107,9 @@ func Check(ctx context.Context, cfg Config, routes []schema.Message, routesErr e
 	return c.results
 }
 
+// idempotenceWait bounds the asking again of idempotenceResult.
+const idempotenceWait = 5 * time.Second
+
 // idempotenceResult is the "kafka idempotence" check: whether the brokers
 // grant the idempotent producer (DECISIONS 49), asked as the sink asks, with
 // an InitProducerId request (which hands out a producer id and changes
@@ -115,9 +120,20 @@ func (c *kafkaChecker) idempotenceResult(cfg Config) check.Result {
 	if cfg.NoIdempotence {
 		return check.Pass(name, "off, as configured ("+SettingIdempotence+"=false): a retry after a broker fault may write a batch twice")
 	}
-	res, err := c.client.InitProducerID(c.ctx, &kafka.InitProducerIDRequest{TransactionTimeoutMs: math.MaxInt32, ProducerID: -1, ProducerEpoch: -1})
-	if err == nil {
-		err = res.Error
+	var res *kafka.InitProducerIDResponse
+	var err error
+	// A broker still loading its transaction state answers that it is
+	// (COORDINATOR_LOAD_IN_PROGRESS, just after it started): asked again,
+	// for up to idempotenceWait, as the sink asks again.
+	for deadline := time.Now().Add(idempotenceWait); ; {
+		res, err = c.client.InitProducerID(c.ctx, &kafka.InitProducerIDRequest{TransactionTimeoutMs: math.MaxInt32, ProducerID: -1, ProducerEpoch: -1})
+		if err == nil {
+			err = res.Error
+		}
+		var kerr kafka.Error
+		if err == nil || !errors.As(err, &kerr) || !kerr.Temporary() || time.Now().After(deadline) || backoff.Sleep(c.ctx, 250*time.Millisecond) != nil {
+			break
+		}
 	}
 	switch {
 	case err == nil:
