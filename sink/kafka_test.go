@@ -83,17 +83,7 @@ func TestKafkaPublishAndReadBack(t *testing.T) {
 	cfg := Config{Brokers: brokers, TopicTemplate: topic, Source: "walrelay-test", BatchMaxMessages: 64, MaxInFlightMessages: 256}
 	s, wait := runSink(t, cfg, acked.ack)
 
-	sent := make([]*schema.Message, messages)
-	want := make([][]int, partitions) // message indexes per partition, in publish order
-	for i := range messages {
-		m := kafkaTestMessage(i, keys)
-		sent[i] = m
-		p := partitionFor(m.AggregateID, partitions)
-		want[p] = append(want[p], i)
-		if err := s.Publish(context.Background(), m, uint64(i)); err != nil {
-			t.Fatalf("Publish(%d) = %v", i, err)
-		}
-	}
+	sent, want := publishTestMessages(t, s, messages, keys, partitions, nil)
 	s.Close()
 	if err := wait(); err != nil {
 		t.Fatalf("Run = %v; want nil after Close", err)
@@ -112,6 +102,28 @@ func TestKafkaPublishAndReadBack(t *testing.T) {
 			checkRecord(t, p, j, r, sent[want[p][j]], partitions)
 		}
 	}
+}
+
+// publishTestMessages publishes kafkaTestMessage 0 to n-1 (over keys
+// aggregate ids, token i), calling before(i) ahead of each unless it is
+// nil, and returns them and, per partition, their indexes in publish order.
+func publishTestMessages(t *testing.T, s *Sink, n, keys, partitions int, before func(i int)) (sent []*schema.Message, want [][]int) {
+	t.Helper()
+	sent = make([]*schema.Message, n)
+	want = make([][]int, partitions)
+	for i := range n {
+		if before != nil {
+			before(i)
+		}
+		m := kafkaTestMessage(i, keys)
+		sent[i] = m
+		p := partitionFor(m.AggregateID, partitions)
+		want[p] = append(want[p], i)
+		if err := s.Publish(context.Background(), m, uint64(i)); err != nil {
+			t.Fatalf("Publish(%d) = %v", i, err)
+		}
+	}
+	return sent, want
 }
 
 func kafkaTestMessage(i, keys int) *schema.Message {

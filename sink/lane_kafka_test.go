@@ -1,13 +1,10 @@
 package sink
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/walrelay/walrelay/schema"
 )
 
 // On a lane, the partitions one broker leads go to it together: a steady
@@ -22,22 +19,13 @@ func TestKafkaLaneSendsPartitionsTogether(t *testing.T) {
 	cfg := Config{Brokers: brokers, TopicTemplate: topic, Source: "walrelay-test", Linger: 5 * time.Millisecond}
 	s, wait := runSink(t, cfg, acked.ack)
 
-	sent := make([]*schema.Message, messages)
-	want := make([][]int, partitions)
 	tick := time.NewTicker(time.Millisecond) // two messages a millisecond: ten a linger, under one a partition
 	defer tick.Stop()
-	for i := range messages {
+	sent, want := publishTestMessages(t, s, messages, keys, partitions, func(i int) {
 		if i%perTick == 0 {
 			<-tick.C
 		}
-		m := kafkaTestMessage(i, keys)
-		sent[i] = m
-		p := partitionFor(m.AggregateID, partitions)
-		want[p] = append(want[p], i)
-		if err := s.Publish(context.Background(), m, uint64(i)); err != nil {
-			t.Fatalf("Publish(%d) = %v", i, err)
-		}
-	}
+	})
 	s.Close()
 	if err := wait(); err != nil {
 		t.Fatalf("Run = %v; want nil after Close", err)
