@@ -54,6 +54,15 @@ func (p *Policy) Next(used float64) int {
 	return p.procs
 }
 
+// SetMost changes the most processors (the runtime's default, after a
+// change of the CPU limit); a policy on more than one is on the most.
+func (p *Policy) SetMost(most int) {
+	p.max = max(1, most)
+	if p.procs > 1 || p.max == 1 {
+		p.procs = p.max
+	}
+}
+
 // Run follows Policy until ctx is done, unless getenv("GOMAXPROCS") is set
 // or the runtime's default is one processor already; it then gives the
 // runtime its default back.
@@ -78,13 +87,14 @@ func Run(ctx context.Context, getenv func(string) string, log *zap.Logger) {
 			share := (used - last).Seconds() / now.Sub(at).Seconds()
 			last, at = used, now
 			if n := p.Next(share); n != runtime.GOMAXPROCS(0) {
-				if n == most {
-					runtime.SetDefaultGOMAXPROCS() // and the runtime follows a changed CPU limit again
+				if n == 1 {
+					runtime.GOMAXPROCS(1)
 				} else {
-					runtime.GOMAXPROCS(n)
+					// The default, which follows a changed CPU limit again:
+					// the most from now on, larger or smaller.
+					runtime.SetDefaultGOMAXPROCS()
+					p.SetMost(runtime.GOMAXPROCS(0))
 				}
-				most = max(most, runtime.GOMAXPROCS(0))
-				p.max = most
 				log.Debug("processors", zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)), zap.Float64("cores_used", share))
 			}
 		}

@@ -30,6 +30,11 @@ func TestPolicy(t *testing.T) {
 	step(0.39, 1) // calm ticks in a row: one again
 	step(0.9, 4)
 
+	p.SetMost(3) // the CPU limit changed while busy: the new most
+	step(0.9, 3)
+	p.SetMost(1)
+	step(0.9, 1)
+
 	if got := NewPolicy(0).Next(2); got != 1 {
 		t.Errorf("a policy of at most 0 processors: got %d; want 1", got)
 	}
